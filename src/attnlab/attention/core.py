@@ -1,0 +1,132 @@
+"""Scaled dot-product attention: ``softmax(QKᵀ/√d_k + M) V`` (seed 000, seed 001, seed 003).
+
+Two paths, one function (DESIGN.md):
+
+* **explicit** — the lecture formula line by line; taken when ``return_weights=True`` so the
+  weights can be inspected and plotted;
+* **fused** — ``torch.nn.functional.scaled_dot_product_attention`` (flash / memory-efficient
+  kernels, memory linear in ``n``); taken otherwise.
+
+Tests pin the two paths to each other. Both follow DESIGN.md's mask convention and both
+return zeros for a query whose every key is blocked.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attnlab.attention.masks import allowed_keys, causal_mask, check_mask, combine_masks, masked_softmax
+from attnlab.validation import check_floating, check_probability, check_tensor, shape_str
+
+
+def self_attention(x: Tensor) -> Tensor:
+    """Untrained self-attention ``Y = softmax(X Xᵀ) X`` (seed 000, "Self-Attention in Matrix Notation").
+
+    ``x``: ``(..., n, d)`` tokens as rows. Returns ``(..., n, d)``: each output token is a
+    convex combination of all input tokens, weighted by inner-product similarity.
+    """
+    check_tensor("x", x)
+    check_floating("x", x)
+    if x.dim() < 2:
+        raise ValueError(f"x must have at least 2 dimensions (..., n, d), got shape {shape_str(x.shape)}")
+    weights = torch.softmax(x @ x.transpose(-2, -1), dim=-1)  # (..., n, n)
+    return weights @ x  # (..., n, d)
+
+
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t)
+        check_floating(name, t)
+        if t.dim() < 2:
+            raise ValueError(
+                f"{name} must have at least 2 dimensions (..., n, d), got shape {shape_str(t.shape)}"
+            )
+    if not (q.dim() == k.dim() == v.dim()):
+        raise ValueError(
+            f"q, k and v must have the same number of dimensions, got q {shape_str(q.shape)}, "
+            f"k {shape_str(k.shape)}, v {shape_str(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"k has width {k.shape[-1]} but q has width {q.shape[-1]} (q·k needs d_q = d_k)"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"v has length {v.shape[-2]} but k has length {k.shape[-2]} (one value per key)")
+    if k.shape[:-2] != v.shape[:-2] or q.shape[:-2] != k.shape[:-2]:
+        raise ValueError(
+            f"q, k and v must share their batch dimensions, got q {shape_str(q.shape)}, "
+            f"k {shape_str(k.shape)}, v {shape_str(v.shape)}"
+        )
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    is_causal: bool = False,
+    dropout: float = 0.0,
+    return_weights: bool = False,
+    scale: float | None = None,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """``Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V`` (seed 000 "Scaled Self-Attention").
+
+    Args:
+        q: ``(..., n_q, d_k)`` queries, e.g. ``(B, H, n_q, d_h)``.
+        k: ``(..., n_k, d_k)`` keys.
+        v: ``(..., n_k, d_v)`` values.
+        mask: boolean (``True`` = allowed) or additive float mask, broadcastable to
+            ``(..., n_q, n_k)``.
+        is_causal: also block future keys (bottom-right aligned, see :func:`causal_mask`).
+        dropout: dropout probability on the weights (pass 0 at evaluation). On CPU any
+            dropout > 0 makes PyTorch leave its fused kernel for the O(n²) math path.
+        return_weights: also return the weights ``(..., n_q, n_k)``; uses the explicit path.
+        scale: score scale, default ``1/√d_k``.
+
+    Returns:
+        ``(..., n_q, d_v)`` output, or ``(output, weights)`` when ``return_weights``.
+    """
+    _check_qkv(q, k, v)
+    check_probability("dropout", dropout)
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if mask is not None:
+        check_mask(mask, (*q.shape[:-1], n_k))
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if return_weights:
+        if is_causal:
+            mask = combine_masks(mask, causal_mask(n_q, n_k, device=q.device))
+        return _explicit_attention(q, k, v, mask, dropout, scale)
+    return _fused_attention(q, k, v, mask, is_causal, dropout, scale)
+
+
+def _explicit_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float, scale: float
+) -> tuple[Tensor, Tensor]:
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., n_q, n_k)
+    weights = masked_softmax(scores, mask)  # (..., n_q, n_k)
+    dropped = torch.nn.functional.dropout(weights, dropout) if dropout > 0 else weights
+    return dropped @ v, weights  # (..., n_q, d_v), (..., n_q, n_k)
+
+
+def _fused_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, dropout: float, scale: float
+) -> Tensor:
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if is_causal and (mask is not None or n_q != n_k):
+        # PyTorch's is_causal aligns the triangle top-left; ours is bottom-right (KV cache).
+        mask = combine_masks(mask, causal_mask(n_q, n_k, device=q.device))
+        is_causal = False
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=is_causal, scale=scale)
+    if mask.is_floating_point():
+        mask = mask.to(q.dtype)
+    # Rows with every key blocked would give NaN inside the kernel: open them, then zero them.
+    has_key = allowed_keys(mask).any(dim=-1, keepdim=True)  # (..., n_q, 1)
+    safe_mask = mask.masked_fill(~has_key, True if mask.dtype == torch.bool else 0.0)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout, scale=scale)
+    return out.masked_fill(~has_key, 0.0)  # (..., n_q, d_v)

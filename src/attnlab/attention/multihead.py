@@ -1,0 +1,223 @@
+"""Multi-head attention (seed 000 "Multi-head Attention", seed 002, Vaswani et al. eq. 5).
+
+``MultiHead(Q, K, V) = [H_1, …, H_H] W_o`` with ``H_h = Attention(X W_h^q, M W_h^k, M W_h^v)``,
+where ``M = X`` for self-attention and the encoder output for cross-attention, and
+``H · d_h = d_model``. All heads are computed at once by one projection reshaped to
+``(B, H, n, d_h)``.
+
+Incremental decoding keeps the projected keys and values of earlier steps in a
+:class:`KVCache`, so each new token costs O(n·d) instead of recomputing the whole prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.attention.core import scaled_dot_product_attention
+from attnlab.validation import check_positive, check_probability, check_rank, shape_str
+
+
+@dataclass
+class KVCache:
+    """Projected keys and values ``(B, H, n, d_h)`` of one attention layer.
+
+    Self-attention appends each step's keys/values; cross-attention (``static=True``) fills
+    the cache once from the encoder memory and reuses it for every decoding step.
+    """
+
+    k: Tensor | None = None
+    v: Tensor | None = None
+    static: bool = False
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add this step's ``(B, H, n_new, d_h)`` keys/values; return all of them."""
+        if self.k is None:
+            self.k, self.v = k, v
+        else:
+            self.k = torch.cat([self.k, k], dim=-2)  # (B, H, n_old + n_new, d_h)
+            self.v = torch.cat([self.v, v], dim=-2)
+        return self.k, self.v
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (beam search reorders hypotheses every step)."""
+        if self.k is not None:
+            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with separate heads for self- and cross-attention.
+
+    Args:
+        d_model: width ``d`` of the queries' tokens and of the output.
+        num_heads: ``H``; must divide ``d_model`` (each head has ``d_h = d_model / H``).
+        kdim, vdim: widths of the key and value tokens (default ``d_model``); they may differ
+            for cross-attention over a memory of another width.
+        bias: add biases to the projections.
+        dropout: dropout on the attention weights during training (default 0: on CPU any
+            attention dropout disables PyTorch's fused kernel; see docs).
+        rotary: optional rotary position embedding applied to the per-head queries and keys,
+            called as ``rotary(q, k, offset)``.
+
+    Call ``mha(x)`` for self-attention or ``mha(x, memory)`` for cross-attention, with
+    ``x`` ``(B, n_q, d_model)`` and ``memory`` ``(B, n_k, kdim)``. Returns ``(B, n_q, d_model)``,
+    or ``(output, weights)`` with weights ``(B, H, n_q, n_k)`` when ``return_weights=True``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        *,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        rotary: nn.Module | None = None,
+    ) -> None:
+        super().__init__()
+        check_positive("d_model", d_model)
+        check_positive("num_heads", num_heads)
+        if d_model % num_heads != 0:
+            raise ValueError(
+                f"num_heads must divide d_model, got d_model={d_model} and num_heads={num_heads} "
+                f"(d_model % num_heads = {d_model % num_heads})"
+            )
+        check_probability("dropout", dropout)
+        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        self.kdim, self.vdim = kdim or d_model, vdim or d_model
+        self.dropout = dropout
+        self.rotary = rotary
+        self.packed = self.kdim == d_model and self.vdim == d_model
+        if self.packed:  # one (3d, d) matrix: a single matmul for self-attention
+            self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        else:
+            self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+            self.k_proj = nn.Linear(self.kdim, d_model, bias=bias)
+            self.v_proj = nn.Linear(self.vdim, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _split_heads(self, t: Tensor) -> Tensor:
+        b, n, _ = t.shape
+        return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, n, d_h)
+
+    def _linear(self, which: str, t: Tensor) -> Tensor:
+        """Apply the ``which`` ∈ {q, k, v} projection (a slice of ``in_proj`` when packed)."""
+        if not self.packed:
+            return getattr(self, f"{which}_proj")(t)
+        d, i = self.d_model, "qkv".index(which)
+        b = self.in_proj.bias
+        return F.linear(t, self.in_proj.weight[i * d:(i + 1) * d], None if b is None else b[i * d:(i + 1) * d])
+
+    def _project(
+        self, x: Tensor, memory: Tensor | None, value: Tensor | None
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Queries from ``x``; keys from ``memory`` (or ``x``), values from ``value`` (or the keys' source)."""
+        d = self.d_model
+        if memory is None:  # self-attention
+            if self.packed:
+                q, k, v = self.in_proj(x).split(d, dim=-1)  # 3 × (B, n, d)
+                return q, k, v
+            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q = self._linear("q", x)  # (B, n_q, d)
+        if memory is _CACHED:
+            return q, None, None
+        if self.packed and value is None:  # k and v from the same memory: one matmul
+            b = self.in_proj.bias
+            k, v = F.linear(memory, self.in_proj.weight[d:], None if b is None else b[d:]).split(d, dim=-1)
+            return q, k, v
+        return q, self._linear("k", memory), self._linear("v", memory if value is None else value)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        *,
+        value: Tensor | None = None,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        return_weights: bool = False,
+        cache: KVCache | None = None,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Attend from ``x`` ``(B, n_q, d_model)`` to itself or to ``memory`` ``(B, n_k, kdim)``.
+
+        ``mask`` follows DESIGN.md (bool ``True`` = allowed, or additive float) and broadcasts
+        to ``(B, H, n_q, n_k)``; with a ``cache`` the keys are the cached ones plus the new.
+        ``is_causal`` blocks future keys (bottom-right aligned, correct with a cache).
+        ``value`` ``(B, n_k, vdim)`` gives values distinct from the keys' tokens ``memory``
+        (PyTorch's ``mha(query, key, value)``); by default values come from ``memory``.
+        """
+        self._check_inputs(x, memory, value, cache)
+        cross = memory is not None
+        if cross and cache is not None and cache.static and len(cache) > 0:
+            memory = _CACHED  # cross-attention keys/values were computed at the first step
+        q, k, v = self._project(x, memory, value)
+        q = self._split_heads(q)  # (B, H, n_q, d_h)
+        if k is not None:
+            k, v = self._split_heads(k), self._split_heads(v)  # (B, H, n_new, d_h)
+        offset = len(cache) if (cache is not None and not cross) else 0
+        if self.rotary is not None and not cross:
+            q, k = self.rotary(q, k, offset)
+        if cache is not None:
+            if cross:
+                if k is not None:
+                    cache.k, cache.v, cache.static = k, v, True
+                k, v = cache.k, cache.v
+            else:
+                k, v = cache.append(k, v)  # (B, H, n_k, d_h)
+        out = scaled_dot_product_attention(
+            q, k, v, mask,
+            is_causal=is_causal,
+            dropout=self.dropout if self.training else 0.0,
+            return_weights=return_weights,
+        )
+        out, weights = out if return_weights else (out, None)
+        b, _, n_q, _ = out.shape
+        out = self.out_proj(out.transpose(1, 2).reshape(b, n_q, self.d_model))  # (B, n_q, d)
+        return (out, weights) if return_weights else out
+
+    def _check_inputs(
+        self, x: Tensor, memory: Tensor | None, value: Tensor | None, cache: KVCache | None
+    ) -> None:
+        check_rank("x", x, 3, "(B, n, d_model)")
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x has width {x.shape[-1]} but d_model is {self.d_model}")
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+        if memory is None:
+            if value is not None:
+                raise ValueError("value was given without memory; pass memory (the keys' tokens) too")
+            if not self.packed:
+                raise ValueError(
+                    f"self-attention needs kdim = vdim = d_model={self.d_model}, got "
+                    f"kdim={self.kdim}, vdim={self.vdim}; pass memory for cross-attention"
+                )
+            return
+        check_rank("memory", memory, 3, "(B, n_k, kdim)")
+        if memory.shape[0] != x.shape[0]:
+            raise ValueError(f"memory has batch size {memory.shape[0]} but x has batch size {x.shape[0]}")
+        if memory.shape[-1] != self.kdim:
+            raise ValueError(f"memory has width {memory.shape[-1]} but kdim is {self.kdim}")
+        if value is None:
+            if self.vdim != self.kdim:
+                raise ValueError(
+                    f"kdim={self.kdim} differs from vdim={self.vdim}, so value (B, n_k, vdim) must be given"
+                )
+            return
+        check_rank("value", value, 3, "(B, n_k, vdim)")
+        if value.shape[:2] != memory.shape[:2]:
+            raise ValueError(
+                f"value has shape {shape_str(value.shape)} but memory has shape "
+                f"{shape_str(memory.shape)} (one value per key, same batch)"
+            )
+        if value.shape[-1] != self.vdim:
+            raise ValueError(f"value has width {value.shape[-1]} but vdim is {self.vdim}")
+
+
+_CACHED: Tensor = torch.empty(0)  # sentinel: cross-attention keys/values come from the cache
