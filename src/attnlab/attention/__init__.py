@@ -8,6 +8,7 @@
 * :mod:`~attnlab.attention.multihead` — multi-head attention with a KV cache
 """
 
+from attnlab.attention.additive import AdditiveAttention
 from attnlab.attention.core import scaled_dot_product_attention, self_attention
 from attnlab.attention.masks import (
     causal_mask,
@@ -20,18 +21,45 @@ from attnlab.attention.masks import (
     to_additive,
 )
 from attnlab.attention.multihead import KVCache, MultiHeadAttention
+from attnlab.attention.pooling import (
+    average_pooling,
+    boxcar_kernel,
+    database_lookup,
+    epanechnikov_kernel,
+    gaussian_kernel,
+    nadaraya_watson,
+)
+from attnlab.attention.scoring import (
+    AdditiveScore,
+    BilinearScore,
+    cosine_score,
+    dot_score,
+    scaled_dot_score,
+)
 
 __all__ = [
+    "AdditiveAttention",
+    "AdditiveScore",
+    "BilinearScore",
     "KVCache",
     "MultiHeadAttention",
+    "average_pooling",
+    "boxcar_kernel",
     "causal_mask",
     "combine_masks",
+    "cosine_score",
+    "database_lookup",
+    "dot_score",
+    "epanechnikov_kernel",
     "from_key_padding_mask",
     "from_torch_attn_mask",
+    "gaussian_kernel",
     "lengths_to_mask",
     "masked_softmax",
+    "nadaraya_watson",
     "padding_mask",
     "scaled_dot_product_attention",
+    "scaled_dot_score",
     "self_attention",
     "to_additive",
 ]

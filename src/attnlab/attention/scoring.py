@@ -1,0 +1,155 @@
+"""Attention scoring functions ``e(q, k)`` (seed 002, "Attention Scoring Functions"; seed 003).
+
+A score measures how well a query matches a key; a softmax over keys turns the scores of one
+query into attention weights (seed 003, "Attention": ``α_ij = exp(e_ij) / Σ_j exp(e_ij)``).
+
+Every function here maps queries ``(..., n_q, d_q)`` and keys ``(..., n_k, d_k)`` to scores
+``(..., n_q, n_k)``; leading dimensions broadcast. Dot, scaled-dot and cosine scores need
+``d_q = d_k``; :class:`AdditiveScore` and :class:`BilinearScore` map between different sizes
+(seed 002, "Vectors q and k_i with different lengths").
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.validation import check_floating, check_positive, check_tensor, shape_str
+
+
+def check_query_key(q: Tensor, k: Tensor, *, same_width: bool) -> None:
+    """Validate ``q (..., n_q, d_q)`` and ``k (..., n_k, d_k)``: rank ≥ 2, broadcastable batches."""
+    for name, t in (("q", q), ("k", k)):
+        check_tensor(name, t)
+        check_floating(name, t)
+        if t.dim() < 2:
+            raise ValueError(
+                f"{name} must have at least 2 dimensions (..., n, d), "
+                f"got shape {shape_str(t.shape)}"
+            )
+    if same_width and q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"k has width {k.shape[-1]} but q has width {q.shape[-1]} (needs d_q = d_k)"
+        )
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"q and k must have broadcastable batch dimensions, got q {shape_str(q.shape)} "
+            f"and k {shape_str(k.shape)}"
+        ) from None
+
+
+def _check_width(name: str, x: Tensor, width: int, arg: str) -> None:
+    if x.shape[-1] != width:
+        raise ValueError(f"{name} has width {x.shape[-1]} but {arg}={width}")
+
+
+def dot_score(q: Tensor, k: Tensor) -> Tensor:
+    """Dot-product score ``e(q, k) = qᵀk`` (seed 000 "Self-Attention"; seed 002 eq. 5).
+
+    Seed 002 derives it from the Gaussian score ``−½‖q − k‖² = qᵀk − ½‖k‖² − ½‖q‖²`` by dropping
+    the query-only term (it cancels in the softmax) and the key norm (roughly constant after
+    normalisation layers).
+
+    ``q (..., n_q, d)``, ``k (..., n_k, d)`` → ``(..., n_q, n_k)``.
+    """
+    check_query_key(q, k, same_width=True)
+    return q @ k.transpose(-2, -1)  # (..., n_q, n_k)
+
+
+def scaled_dot_score(q: Tensor, k: Tensor) -> Tensor:
+    """Scaled dot-product score ``e(q, k) = qᵀk / √d`` (seed 002 eq. 6; seed 003).
+
+    Seed 003, "The Scaled Dot-Product"; seed 002, "Dot Product Attention Function".
+
+    Why ``√d``: if the ``d`` entries of ``q`` and ``k`` are independent with mean 0 and
+    variance 1, each product ``q_t k_t`` has mean 0 and variance 1, so their sum ``qᵀk`` has
+    mean 0 and variance ``d``. Dividing by ``√d`` brings the variance back to 1 whatever the
+    width, which keeps the softmax out of its saturated, vanishing-gradient regime.
+
+    ``q (..., n_q, d)``, ``k (..., n_k, d)`` → ``(..., n_q, n_k)``.
+    """
+    check_query_key(q, k, same_width=True)
+    return (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (..., n_q, n_k)
+
+
+def cosine_score(q: Tensor, k: Tensor, eps: float = 1e-8) -> Tensor:
+    """Cosine similarity ``e(q, k) = q̂ᵀk̂`` with ``x̂ = x / ‖x‖`` (seed 003, "Cosine Distance").
+
+    Ignores magnitudes: by Cauchy–Schwarz the score lies in ``[−1, 1]``. Norms are clamped to
+    ``eps`` so a zero vector scores 0 instead of NaN.
+
+    ``q (..., n_q, d)``, ``k (..., n_k, d)`` → ``(..., n_q, n_k)``.
+    """
+    check_query_key(q, k, same_width=True)
+    q_hat = F.normalize(q, dim=-1, eps=eps)  # (..., n_q, d)
+    k_hat = F.normalize(k, dim=-1, eps=eps)  # (..., n_k, d)
+    return q_hat @ k_hat.transpose(-2, -1)  # (..., n_q, n_k)
+
+
+class AdditiveScore(nn.Module):
+    """Additive (Bahdanau) score ``e(q, k) = w_vᵀ tanh(W_q q + W_k k)`` (seed 002, eq. 9).
+
+    ``W_q ∈ R^{h×d_q}``, ``W_k ∈ R^{h×d_k}`` and ``w_v ∈ R^h`` are learned, so queries and keys
+    may have different sizes. Bahdanau et al. (2015), eq. 6 / appendix A.1.2 (no biases).
+
+    Args:
+        query_dim: ``d_q``.
+        key_dim: ``d_k``.
+        hidden_dim: ``h``, the width of the one-hidden-layer scoring network.
+
+    Shapes: ``q (..., n_q, d_q)``, ``k (..., n_k, d_k)`` → ``(..., n_q, n_k)``. The hidden
+    features take ``(..., n_q, n_k, h)`` memory.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        check_positive("query_dim", query_dim)
+        check_positive("key_dim", key_dim)
+        check_positive("hidden_dim", hidden_dim)
+        self.query_dim, self.key_dim = query_dim, key_dim
+        self.w_q = nn.Linear(query_dim, hidden_dim, bias=False)
+        self.w_k = nn.Linear(key_dim, hidden_dim, bias=False)
+        self.w_v = nn.Linear(hidden_dim, 1, bias=False)
+
+    def forward(self, q: Tensor, k: Tensor) -> Tensor:
+        check_query_key(q, k, same_width=False)
+        _check_width("q", q, self.query_dim, "query_dim")
+        _check_width("k", k, self.key_dim, "key_dim")
+        q_h = self.w_q(q)  # (..., n_q, h)
+        k_h = self.w_k(k)  # (..., n_k, h)
+        features = torch.tanh(q_h.unsqueeze(-2) + k_h.unsqueeze(-3))  # (..., n_q, n_k, h)
+        return self.w_v(features).squeeze(-1)  # (..., n_q, n_k)
+
+
+class BilinearScore(nn.Module):
+    """Bilinear score ``e(q, k) = qᵀ M k`` (seed 002, "Vectors q and k_i with different lengths").
+
+    ``M ∈ R^{d_q×d_k}`` is learned and "translates between both spaces", so queries and keys may
+    have different sizes (Luong et al. 2015 call it the *general* score).
+
+    Shapes: ``q (..., n_q, d_q)``, ``k (..., n_k, d_k)`` → ``(..., n_q, n_k)``.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int) -> None:
+        super().__init__()
+        check_positive("query_dim", query_dim)
+        check_positive("key_dim", key_dim)
+        self.query_dim, self.key_dim = query_dim, key_dim
+        self.weight = nn.Parameter(torch.empty(query_dim, key_dim))  # M
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # Keeps qᵀMk at unit variance for unit-variance q and k, the scaled-dot argument again.
+        nn.init.normal_(self.weight, std=1.0 / math.sqrt(self.query_dim * self.key_dim))
+
+    def forward(self, q: Tensor, k: Tensor) -> Tensor:
+        check_query_key(q, k, same_width=False)
+        _check_width("q", q, self.query_dim, "query_dim")
+        _check_width("k", k, self.key_dim, "key_dim")
+        qm = q @ self.weight  # (..., n_q, d_k)
+        return qm @ k.transpose(-2, -1)  # (..., n_q, n_k)

@@ -1,0 +1,163 @@
+"""Scoring functions (seed 002 "Attention Scoring Functions", seed 003 "Cosine Distance").
+
+References are float64 NumPy einsum recomputations using the modules' own parameters, plus
+properties the formulas imply (variance argument, Cauchy–Schwarz, M = I gives the dot score).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab.attention import (
+    AdditiveScore,
+    BilinearScore,
+    cosine_score,
+    dot_score,
+    scaled_dot_score,
+)
+
+
+def rand(*shape, seed=0):
+    return torch.from_numpy(np.random.default_rng(seed).normal(size=shape))
+
+
+def np_dot(q, k):
+    q, k = np.broadcast_arrays(q[..., :, None, :], k[..., None, :, :])
+    return np.einsum("...ijd,...ijd->...ij", q, k)
+
+
+SHAPES = [
+    ((5, 4), (7, 4)),
+    ((2, 3, 5, 8), (2, 3, 6, 8)),
+    ((2, 3, 5, 8), (3, 6, 8)),  # keys broadcast over the leading batch dimension
+    ((1, 4, 2), (3, 9, 2)),
+]
+
+
+@pytest.mark.parametrize("q_shape,k_shape", SHAPES)
+def test_dot_and_scaled_dot_match_einsum(q_shape, k_shape):
+    q, k = rand(*q_shape, seed=1), rand(*k_shape, seed=2)
+    ref = np_dot(q.numpy(), k.numpy())
+    got = dot_score(q, k)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-12, atol=1e-12)
+    d = q_shape[-1]
+    scaled = scaled_dot_score(q, k).numpy()
+    np.testing.assert_allclose(scaled, ref / math.sqrt(d), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("q_shape,k_shape", SHAPES)
+def test_cosine_matches_einsum(q_shape, k_shape):
+    q, k = rand(*q_shape, seed=3), rand(*k_shape, seed=4)
+    qn, kn = q.numpy(), k.numpy()
+    q_hat = qn / np.linalg.norm(qn, axis=-1, keepdims=True)
+    k_hat = kn / np.linalg.norm(kn, axis=-1, keepdims=True)
+    ref = np_dot(q_hat, k_hat)
+    np.testing.assert_allclose(cosine_score(q, k).numpy(), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_cosine_properties():
+    q, k = rand(6, 5, seed=5), rand(8, 5, seed=6)
+    s = cosine_score(q, k)
+    assert (s.abs() <= 1 + 1e-12).all()  # Cauchy–Schwarz
+    torch.testing.assert_close(torch.diagonal(cosine_score(q, q)), torch.ones(6, dtype=q.dtype))
+    torch.testing.assert_close(cosine_score(3.0 * q, 0.5 * k), s)  # magnitude is ignored
+    zero = torch.zeros(1, 5, dtype=q.dtype, requires_grad=True)
+    z = cosine_score(zero, k)
+    assert torch.equal(z, torch.zeros(1, 8, dtype=q.dtype))
+    z.sum().backward()
+    assert torch.isfinite(zero.grad).all()
+
+
+def test_scaled_dot_has_unit_variance():
+    """The docstring's argument: q·k of d unit-variance entries has variance d; /√d makes it 1."""
+    d, n = 256, 20000
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(n, 1, d, generator=gen, dtype=torch.float64)
+    k = torch.randn(n, 1, d, generator=gen, dtype=torch.float64)
+    raw, scaled = dot_score(q, k).flatten(), scaled_dot_score(q, k).flatten()
+    assert raw.var().item() == pytest.approx(d, rel=0.05)
+    assert scaled.var().item() == pytest.approx(1.0, rel=0.05)
+
+
+def test_additive_score_matches_numpy():
+    torch.manual_seed(0)
+    score = AdditiveScore(query_dim=3, key_dim=5, hidden_dim=7).double()
+    q, k = rand(2, 4, 3, seed=7), rand(2, 6, 5, seed=8)
+    w_q, w_k = score.w_q.weight.detach().numpy(), score.w_k.weight.detach().numpy()
+    w_v = score.w_v.weight.detach().numpy()[0]
+    hidden = np.tanh(
+        np.einsum("hq,biq->bih", w_q, q.numpy())[:, :, None, :]
+        + np.einsum("hk,bjk->bjh", w_k, k.numpy())[:, None, :, :]
+    )
+    ref = np.einsum("h,bijh->bij", w_v, hidden)
+    got = score(q, k)
+    assert got.shape == (2, 4, 6)
+    np.testing.assert_allclose(got.detach().numpy(), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_bilinear_score_matches_numpy_and_identity_is_dot():
+    torch.manual_seed(0)
+    score = BilinearScore(query_dim=3, key_dim=5).double()
+    q, k = rand(2, 4, 3, seed=9), rand(2, 6, 5, seed=10)
+    ref = np.einsum("biq,qk,bjk->bij", q.numpy(), score.weight.detach().numpy(), k.numpy())
+    np.testing.assert_allclose(score(q, k).detach().numpy(), ref, rtol=1e-12, atol=1e-12)
+    square = BilinearScore(5, 5).double()
+    with torch.no_grad():
+        square.weight.copy_(torch.eye(5))
+    k2 = rand(2, 4, 5, seed=11)
+    torch.testing.assert_close(square(k2, k), dot_score(k2, k))
+
+
+def test_bilinear_init_keeps_unit_variance():
+    torch.manual_seed(0)
+    score = BilinearScore(64, 32).double()
+    q, k = rand(4000, 1, 64, seed=12), rand(4000, 1, 32, seed=13)
+    var = score(q, k).detach().var().item()
+    assert 0.7 < var < 1.3
+
+
+@pytest.mark.parametrize("module", [AdditiveScore(3, 5, 4), BilinearScore(3, 5)])
+def test_module_gradients_finite(module):
+    q = torch.randn(2, 4, 3, requires_grad=True)
+    k = torch.randn(2, 6, 5, requires_grad=True)
+    torch.softmax(module(q, k), dim=-1).pow(2).sum().backward()
+    grads = [q.grad, k.grad, *(p.grad for p in module.parameters())]
+    assert all(g is not None and torch.isfinite(g).all() and g.abs().sum() > 0 for g in grads)
+
+
+def test_gradcheck_scores():
+    q = rand(2, 3, 4, seed=14).requires_grad_()
+    k = rand(2, 5, 4, seed=15).requires_grad_()
+    for fn in (dot_score, scaled_dot_score, cosine_score):
+        assert torch.autograd.gradcheck(fn, (q, k))
+    score = AdditiveScore(4, 4, 3).double()
+    assert torch.autograd.gradcheck(score, (q, k))
+
+
+def additive(q, k):
+    return AdditiveScore(3, 5, 4).double()(q, k)
+
+
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: dot_score(rand(2, 3), rand(4, 5)), "k has width 5 but q has width 3"),
+        (lambda: scaled_dot_score(rand(3), rand(4, 3)), "q must have at least 2 dimensions"),
+        (lambda: cosine_score(rand(2, 3), rand(3)), "k must have at least 2 dimensions"),
+        (lambda: dot_score(rand(2, 4, 3), rand(3, 5, 3)), "broadcastable batch dimensions"),
+        (lambda: dot_score(torch.ones(2, 3, dtype=torch.long), rand(2, 3)), "q must be a floating"),
+        (lambda: additive(rand(1, 2, 4), rand(1, 3, 5)), "q has width 4 but query_dim=3"),
+        (lambda: additive(rand(1, 2, 3), rand(1, 3, 3)), "k has width 3 but key_dim=5"),
+        (lambda: BilinearScore(3, 5).double()(rand(1, 2, 3), rand(1, 3, 4)), "key_dim=5"),
+        (lambda: AdditiveScore(3, 5, 0), "hidden_dim must be > 0"),
+        (lambda: BilinearScore(-1, 5), "query_dim must be > 0"),
+    ],
+)
+def test_bad_inputs_raise_value_error(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
