@@ -1,0 +1,88 @@
+"""Download a file, verify its sha256, and write it atomically.
+
+The file is streamed into a temporary file beside ``dest`` while its sha256 is computed;
+only when the checksum matches is it renamed onto ``dest`` (``os.replace``, atomic on one
+file system). A failed or corrupt download therefore never leaves a partial file behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import urllib.request
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+CHUNK_BYTES = 1 << 16
+
+
+class ChecksumError(ValueError):
+    """A file's sha256 differs from the expected value."""
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of the file at ``path``."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(CHUNK_BYTES), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def download(
+    url: str,
+    dest: str | os.PathLike[str],
+    sha256: str | None = None,
+    *,
+    progress: bool = True,
+    timeout: float = 60.0,
+) -> Path:
+    """Fetch ``url`` into ``dest`` and return ``dest`` as a ``Path``.
+
+    Args:
+        url: ``http(s)://`` or ``file://`` address.
+        dest: target file; its parent directory is created if needed.
+        sha256: expected hex digest. On a mismatch :class:`ChecksumError` is raised and
+            nothing is written to ``dest``. ``None`` skips the check.
+        progress: show a tqdm progress bar (bytes, rate, ETA).
+        timeout: socket timeout in seconds.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            actual = _stream(url, out, progress=progress, timeout=timeout, label=dest.name)
+        if sha256 is not None and actual != sha256.lower():
+            raise ChecksumError(
+                f"sha256 of {url} is {actual} but expected {sha256.lower()}; "
+                f"the download was discarded and {dest} was not written"
+            )
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
+def _stream(url: str, out, *, progress: bool, timeout: float, label: str) -> str:
+    """Copy the body of ``url`` into the open binary file ``out``; return its hex sha256."""
+    digest = hashlib.sha256()
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        total = response.headers.get("Content-Length")
+        with tqdm(
+            total=int(total) if total else None,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=label,
+            disable=not progress,
+            leave=False,
+        ) as bar:
+            for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
+                out.write(chunk)
+                digest.update(chunk)
+                bar.update(len(chunk))
+    return digest.hexdigest()

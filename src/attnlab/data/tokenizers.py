@@ -1,0 +1,253 @@
+"""Tokenizers: byte-level BPE (Hugging Face ``tokenizers``) and characters, one interface.
+
+Both map text to ids and back, reserve the same special ids (``<pad>`` = 0, ``<bos>`` = 1,
+``<eos>`` = 2, ``<unk>`` = 3), and save to a JSON file beside a checkpoint.
+
+Subword tokenization is where seed 001 ("Next Time: Subword tokenization") leaves off.
+BPE (Sennrich et al., 2016) here is byte-level, as in GPT-2: text is split into words by
+the GPT-2 regex, each word is read as UTF-8 bytes, and merges are learned over bytes. Every
+string is representable (no ``<unk>``), and ``decode(encode(s)) == s`` exactly — spaces,
+umlauts and punctuation included — so decoded output is detokenized plain text, ready for
+sacreBLEU. Special-token strings typed in the text (``"<eos>"``) are encoded as plain text.
+
+>>> src_tok, tgt_tok = train_bpe(de_sentences, en_sentences, vocab_size=8000)  # joint
+>>> ids = tgt_tok.encode("A dog runs.", add_bos=True, add_eos=True)
+>>> tgt_tok.decode(ids)
+'A dog runs.'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import tokenizers as hf
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
+TOKENIZER_FILE = "tokenizer.json"
+SRC_TOKENIZER_FILE = "src_tokenizer.json"
+TGT_TOKENIZER_FILE = "tgt_tokenizer.json"
+CHAR_FORMAT = "attnlab.CharTokenizer"
+
+Ids = Sequence[int]
+
+
+def _as_list(ids: Ids) -> list[int]:
+    """Accept a list/tuple of ints or a 1-D tensor/array (anything with ``tolist``)."""
+    return [int(i) for i in (ids.tolist() if hasattr(ids, "tolist") else ids)]
+
+
+class _Specials:
+    """Special ids, bos/eos wrapping and id checks shared by both tokenizers."""
+
+    vocab_size: int
+    pad_id = 0
+    bos_id = 1
+    eos_id = 2
+    unk_id = 3
+
+    def _wrap(self, ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:
+        return [self.bos_id] * add_bos + ids + [self.eos_id] * add_eos
+
+    def _content_ids(self, ids: Ids, skip_special: bool) -> list[int]:
+        """Check ids are in range; with ``skip_special`` cut at the first eos, drop specials."""
+        ids = _as_list(ids)
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids must be in [0, vocab_size={self.vocab_size}), got {bad[:5]}")
+        if not skip_special:
+            return ids
+        if self.eos_id in ids:
+            ids = ids[: ids.index(self.eos_id)]
+        return [i for i in ids if i >= len(SPECIAL_TOKENS)]
+
+    def encode_batch(
+        self, texts: Iterable[str], *, add_bos: bool = False, add_eos: bool = False
+    ) -> list[list[int]]:
+        return [self.encode(t, add_bos=add_bos, add_eos=add_eos) for t in texts]
+
+    def decode_batch(self, batch: Iterable[Ids], *, skip_special: bool = True) -> list[str]:
+        return [self.decode(ids, skip_special=skip_special) for ids in batch]
+
+
+class Tokenizer(_Specials):
+    """Byte-level BPE tokenizer wrapping a Hugging Face ``tokenizers.Tokenizer``."""
+
+    def __init__(self, tokenizer: hf.Tokenizer) -> None:
+        found = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
+        if found != list(range(len(SPECIAL_TOKENS))):
+            raise ValueError(f"special tokens {SPECIAL_TOKENS} must have ids 0..3, got {found}")
+        tokenizer.encode_special_tokens = True  # "<eos>" typed in text is text, not a special
+        self.hf = tokenizer
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int = 8000, *, min_frequency: int = 2):
+        """Learn BPE merges on ``texts`` until the vocabulary has ``vocab_size`` entries.
+
+        ``vocab_size`` counts the 4 special tokens and the 256 byte symbols; ``min_frequency``
+        is the fewest occurrences a pair needs to be merged.
+        """
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+        smallest = len(alphabet) + len(SPECIAL_TOKENS)
+        if vocab_size < smallest:
+            raise ValueError(
+                f"vocab_size must be >= {smallest} (bytes + specials), got {vocab_size}"
+            )
+        tok = hf.Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=list(SPECIAL_TOKENS),
+            initial_alphabet=alphabet,
+            show_progress=False,
+        )
+        tok.train_from_iterator(texts, trainer)
+        return cls(tok)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.hf.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        """Token ids of ``text``, optionally wrapped as ``<bos> ... <eos>``."""
+        return self._wrap(self.hf.encode(text).ids, add_bos, add_eos)
+
+    def encode_batch(
+        self, texts: Iterable[str], *, add_bos: bool = False, add_eos: bool = False
+    ) -> list[list[int]]:
+        """``encode`` for many texts at once (parallel, in Rust)."""
+        return [self._wrap(e.ids, add_bos, add_eos) for e in self.hf.encode_batch(list(texts))]
+
+    def decode(self, ids: Ids, *, skip_special: bool = True) -> str:
+        """Plain text of ``ids``. With ``skip_special`` (default) decoding stops at the first
+        ``<eos>`` and drops ``<pad>``/``<bos>``/``<unk>``."""
+        return self.hf.decode(self._content_ids(ids, skip_special), skip_special_tokens=False)
+
+    def token_strings(self, ids: Ids) -> list[str]:
+        """Each id decoded on its own (labels for attention heatmaps)."""
+        return [self.hf.decode([i], skip_special_tokens=False) for i in _as_list(ids)]
+
+    def save(self, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Path:
+        """Write ``directory/name`` (Hugging Face ``tokenizer.json`` format)."""
+        path = Path(directory) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.hf.save(str(path))
+        return path
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Tokenizer:
+        return cls(hf.Tokenizer.from_file(str(Path(directory) / name)))
+
+
+class CharTokenizer(_Specials):
+    """One id per character (nanoGPT's tinyshakespeare tokenizer), plus the 4 special ids.
+
+    The vocabulary is the sorted set of characters of the training text; encoding a
+    character outside it raises ``ValueError`` naming the unknown characters.
+    """
+
+    def __init__(self, chars: Iterable[str]) -> None:
+        self.chars = sorted(set(chars))
+        if any(len(c) != 1 for c in self.chars):
+            raise ValueError(f"chars must be single characters, got {self.chars[:5]}")
+        self.itos = [*SPECIAL_TOKENS, *self.chars]
+        self.stoi = {c: i for i, c in enumerate(self.itos) if i >= len(SPECIAL_TOKENS)}
+
+    @classmethod
+    def train(cls, text: str) -> CharTokenizer:
+        return cls(text)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.itos)
+
+    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        try:
+            ids = [self.stoi[c] for c in text]
+        except KeyError:
+            unknown = sorted(set(text) - self.stoi.keys())
+            shown = ", ".join(repr(c) for c in unknown[:20])
+            raise ValueError(
+                f"text has {len(unknown)} characters not in the vocabulary of "
+                f"{len(self.chars)} characters: {shown}"
+            ) from None
+        return self._wrap(ids, add_bos, add_eos)
+
+    def decode(self, ids: Ids, *, skip_special: bool = True) -> str:
+        return "".join(self.itos[i] for i in self._content_ids(ids, skip_special))
+
+    def token_strings(self, ids: Ids) -> list[str]:
+        return [self.itos[i] for i in self._content_ids(ids, skip_special=False)]
+
+    def save(self, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Path:
+        path = Path(directory) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = {"type": CHAR_FORMAT, "special_tokens": list(SPECIAL_TOKENS), "chars": self.chars}
+        path.write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> CharTokenizer:
+        state = json.loads((Path(directory) / name).read_text(encoding="utf-8"))
+        if state.get("type") != CHAR_FORMAT:
+            raise ValueError(f"{Path(directory) / name} is not a {CHAR_FORMAT} file")
+        return cls(state["chars"])
+
+
+AnyTokenizer = Tokenizer | CharTokenizer
+
+
+def load_tokenizer(directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> AnyTokenizer:
+    """Load ``directory/name`` as whichever tokenizer wrote it."""
+    path = Path(directory) / name
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer file {path} not found")
+    kind = json.loads(path.read_text(encoding="utf-8")).get("type")
+    return (CharTokenizer if kind == CHAR_FORMAT else Tokenizer).load(directory, name)
+
+
+def train_bpe(
+    src_texts: Sequence[str],
+    tgt_texts: Sequence[str],
+    vocab_size: int = 8000,
+    *,
+    joint: bool = True,
+    min_frequency: int = 2,
+) -> tuple[Tokenizer, Tokenizer]:
+    """BPE for a translation pair: ``(src_tokenizer, tgt_tokenizer)``.
+
+    ``joint=True`` learns one vocabulary on both sides and returns the same object twice
+    (needed to tie source and target embeddings); ``joint=False`` learns two vocabularies
+    of ``vocab_size`` each.
+    """
+    if joint:
+        tok = Tokenizer.train([*src_texts, *tgt_texts], vocab_size, min_frequency=min_frequency)
+        return tok, tok
+    return (
+        Tokenizer.train(src_texts, vocab_size, min_frequency=min_frequency),
+        Tokenizer.train(tgt_texts, vocab_size, min_frequency=min_frequency),
+    )
+
+
+def save_tokenizers(
+    directory: str | os.PathLike[str], src: AnyTokenizer, tgt: AnyTokenizer
+) -> list[Path]:
+    """Save beside a checkpoint: ``tokenizer.json`` if ``src is tgt`` (joint), else
+    ``src_tokenizer.json`` and ``tgt_tokenizer.json``."""
+    if src is tgt:
+        return [src.save(directory, TOKENIZER_FILE)]
+    return [src.save(directory, SRC_TOKENIZER_FILE), tgt.save(directory, TGT_TOKENIZER_FILE)]
+
+
+def load_tokenizers(directory: str | os.PathLike[str]) -> tuple[AnyTokenizer, AnyTokenizer]:
+    """Inverse of :func:`save_tokenizers`: ``(src, tgt)``, the same object when joint."""
+    if (Path(directory) / TOKENIZER_FILE).is_file():
+        tok = load_tokenizer(directory, TOKENIZER_FILE)
+        return tok, tok
+    src = load_tokenizer(directory, SRC_TOKENIZER_FILE)
+    return src, load_tokenizer(directory, TGT_TOKENIZER_FILE)
