@@ -50,10 +50,16 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
             f"q, k and v must have the same number of dimensions, got q {shape_str(q.shape)}, "
             f"k {shape_str(k.shape)}, v {shape_str(v.shape)}"
         )
+    if not (q.dtype == k.dtype == v.dtype) and not torch.is_autocast_enabled(q.device.type):
+        raise ValueError(
+            f"q, k and v must share one dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}"
+        )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"k has width {k.shape[-1]} but q has width {q.shape[-1]} (q·k needs d_q = d_k)"
         )
+    if q.shape[-1] == 0:
+        raise ValueError(f"q has width 0 but attention needs d_k >= 1, got shape {shape_str(q.shape)}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"v has length {v.shape[-2]} but k has length {k.shape[-2]} (one value per key)")
     if k.shape[:-2] != v.shape[:-2] or q.shape[:-2] != k.shape[:-2]:
@@ -107,7 +113,8 @@ def scaled_dot_product_attention(
 def _explicit_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float, scale: float
 ) -> tuple[Tensor, Tensor]:
-    scores = (q @ k.transpose(-2, -1)) * scale  # (..., n_q, n_k)
+    # (Q/√d_k) Kᵀ = Q Kᵀ/√d_k: scaling the (n_q, d_k) queries is cheaper than the (n_q, n_k) scores.
+    scores = (q * scale) @ k.transpose(-2, -1)  # (..., n_q, n_k)
     weights = masked_softmax(scores, mask)  # (..., n_q, n_k)
     dropped = torch.nn.functional.dropout(weights, dropout) if dropout > 0 else weights
     return dropped @ v, weights  # (..., n_q, d_v), (..., n_q, n_k)
@@ -125,8 +132,12 @@ def _fused_attention(
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=is_causal, scale=scale)
     if mask.is_floating_point():
         mask = mask.to(q.dtype)
+    if mask.dim() == 1:  # a (n_k,) key mask: the kernel needs (..., n_q, n_k)
+        mask = mask[None, :]  # (1, n_k)
     # Rows with every key blocked would give NaN inside the kernel: open them, then zero them.
     has_key = allowed_keys(mask).any(dim=-1, keepdim=True)  # (..., n_q, 1)
+    if mask.device.type == "cpu" and bool(has_key.all()):  # nothing to fix (a host sync: CPU only)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
     safe_mask = mask.masked_fill(~has_key, True if mask.dtype == torch.bool else 0.0)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout, scale=scale)
     return out.masked_fill(~has_key, 0.0)  # (..., n_q, d_v)

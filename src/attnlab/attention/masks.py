@@ -21,8 +21,10 @@ from torch import Tensor
 from attnlab.validation import check_floating, check_rank, check_tensor, shape_str
 
 
-def causal_mask(n_q: int, n_k: int | None = None, *, device: torch.device | str | None = None) -> Tensor:
-    """Boolean causal mask of shape ``(n_q, n_k)``: query ``i`` may see key ``j`` iff ``j <= i + n_k - n_q``.
+def causal_mask(
+    n_q: int, n_k: int | None = None, *, device: torch.device | str | None = None
+) -> Tensor:
+    """Boolean causal mask ``(n_q, n_k)``: query ``i`` may see key ``j`` iff ``j <= i + n_k - n_q``.
 
     Seed 000 (decoder masking): ``M_ij = -∞`` for ``j > i``. With ``n_k > n_q`` the queries are
     the *last* ``n_q`` positions of the sequence (incremental decoding with a KV cache: keys
@@ -40,7 +42,7 @@ def causal_mask(n_q: int, n_k: int | None = None, *, device: torch.device | str 
 
 
 def lengths_to_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
-    """``(B,)`` valid lengths → ``(B, max_len)`` boolean, ``True`` for the first ``lengths[b]`` slots.
+    """``(B,)`` valid lengths → ``(B, max_len)`` boolean, True on the first ``lengths[b]`` slots.
 
     Seed 002 ("masked softmax over valid lengths"). Use :func:`padding_mask` to get the
     ``(B, 1, 1, n)`` form that broadcasts over heads and queries.
@@ -90,7 +92,8 @@ def from_torch_attn_mask(attn_mask: Tensor) -> Tensor:
 
     A boolean ``attn_mask`` is ``True`` = blocked in PyTorch, so it is inverted; a float
     ``attn_mask`` is additive in both and returned as is. Shapes ``(n_q, n_k)`` broadcast
-    directly; PyTorch's ``(B·H, n_q, n_k)`` must be reshaped by the caller.
+    directly; PyTorch's ``(B·H, n_q, n_k)`` must be reshaped to ``(B, H, n_q, n_k)``
+    (:func:`attnlab.interop.from_torch_masks` does it).
     """
     check_tensor("attn_mask", attn_mask)
     return ~attn_mask if attn_mask.dtype == torch.bool else attn_mask
@@ -100,7 +103,8 @@ def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """Boolean mask (``True`` = allowed) → additive float mask (0 allowed, ``-inf`` blocked)."""
     if mask.dtype != torch.bool:
         return mask.to(dtype)
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
+    zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return zeros.masked_fill(~mask, float("-inf"))
 
 
 def combine_masks(*masks: Tensor | None) -> Tensor | None:
@@ -129,7 +133,8 @@ def check_mask(mask: Tensor, weights_shape: tuple[int, ...], name: str = "mask")
     check_tensor(name, mask)
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise ValueError(
-            f"{name} must be boolean (True = allowed) or floating (additive), got dtype {mask.dtype}"
+            f"{name} must be boolean (True = allowed) or floating (additive), "
+            f"got dtype {mask.dtype}"
         )
     n_k = weights_shape[-1]
     if mask.dim() == 0:
@@ -158,7 +163,7 @@ def allowed_keys(mask: Tensor) -> Tensor:
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
-    """Softmax over keys that ignores blocked keys: seed 002 "masked softmax", seed 000 ``softmax(S + M)``.
+    """Softmax over the allowed keys: seed 002 "masked softmax", seed 000 ``softmax(S + M)``.
 
     Args:
         scores: ``(..., n_q, n_k)`` attention scores.
@@ -177,10 +182,15 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
         raise ValueError("scores must have at least 1 dimension (..., n_k), got a scalar")
     check_mask(mask, tuple(scores.shape))
     if mask.dtype != torch.bool:
-        scores = scores + mask.to(scores.dtype)  # the lecture's S + M
-    blocked = ~allowed_keys(mask)
-    # A large finite negative instead of -inf: a fully blocked row then gives a finite
-    # (uniform) softmax that we zero below, so no NaN ever reaches values or gradients.
-    scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=dim)
-    return weights.masked_fill(blocked, 0.0)
+        mask = mask.to(scores.dtype)  # first: a value beyond the dtype's range is -inf, blocked
+        scores = scores + mask  # the lecture's S + M
+    allowed = allowed_keys(mask)
+    # A large finite negative instead of -inf: exp(min - max) is exactly 0 on blocked keys,
+    # and a fully blocked row gives a finite (uniform) softmax, zeroed below: no NaN anywhere.
+    weights = torch.softmax(scores.masked_fill(~allowed, torch.finfo(scores.dtype).min), dim=dim)
+    aligned = allowed[(None,) * (scores.dim() - allowed.dim())]  # same rank as scores, so dim fits
+    has_key = aligned.any(dim=dim, keepdim=True)  # mask-sized: is any key allowed?
+    # Skipping this full pass when no row is fully blocked needs a host sync: CPU only.
+    if weights.device.type != "cpu" or not bool(has_key.all()):
+        weights = weights.masked_fill(~has_key, 0.0)
+    return weights

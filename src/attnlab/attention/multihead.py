@@ -18,7 +18,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.core import scaled_dot_product_attention
-from attnlab.validation import check_positive, check_probability, check_rank, shape_str
+from attnlab.validation import (
+    check_floating,
+    check_positive,
+    check_probability,
+    check_rank,
+    shape_str,
+)
 
 
 @dataclass
@@ -47,6 +53,11 @@ class KVCache:
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search reorders hypotheses every step)."""
+        if index.dim() != 1 or index.is_floating_point() or index.dtype == torch.bool:
+            raise ValueError(
+                f"index must be a 1-D integer tensor of batch rows, got shape "
+                f"{shape_str(index.shape)} and dtype {index.dtype}"
+            )
         if self.k is not None:
             self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
 
@@ -91,7 +102,11 @@ class MultiHeadAttention(nn.Module):
             )
         check_probability("dropout", dropout)
         self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
-        self.kdim, self.vdim = kdim or d_model, vdim or d_model
+        for name, dim in (("kdim", kdim), ("vdim", vdim)):
+            if dim is not None:
+                check_positive(name, dim)
+        self.kdim = d_model if kdim is None else kdim
+        self.vdim = d_model if vdim is None else vdim
         self.dropout = dropout
         self.rotary = rotary
         self.packed = self.kdim == d_model and self.vdim == d_model
@@ -186,10 +201,15 @@ class MultiHeadAttention(nn.Module):
         self, x: Tensor, memory: Tensor | None, value: Tensor | None, cache: KVCache | None
     ) -> None:
         check_rank("x", x, 3, "(B, n, d_model)")
+        self._check_dtype("x", x)
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x has width {x.shape[-1]} but d_model is {self.d_model}")
         if cache is not None and not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
+        if cache is not None and cache.k is not None and cache.k.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"cache holds batch size {cache.k.shape[0]} but x has batch size {x.shape[0]}"
+            )
         if memory is None:
             if value is not None:
                 raise ValueError("value was given without memory; pass memory (the keys' tokens) too")
@@ -200,6 +220,7 @@ class MultiHeadAttention(nn.Module):
                 )
             return
         check_rank("memory", memory, 3, "(B, n_k, kdim)")
+        self._check_dtype("memory", memory)
         if memory.shape[0] != x.shape[0]:
             raise ValueError(f"memory has batch size {memory.shape[0]} but x has batch size {x.shape[0]}")
         if memory.shape[-1] != self.kdim:
@@ -211,6 +232,7 @@ class MultiHeadAttention(nn.Module):
                 )
             return
         check_rank("value", value, 3, "(B, n_k, vdim)")
+        self._check_dtype("value", value)
         if value.shape[:2] != memory.shape[:2]:
             raise ValueError(
                 f"value has shape {shape_str(value.shape)} but memory has shape "
@@ -218,6 +240,15 @@ class MultiHeadAttention(nn.Module):
             )
         if value.shape[-1] != self.vdim:
             raise ValueError(f"value has width {value.shape[-1]} but vdim is {self.vdim}")
+
+    def _check_dtype(self, name: str, t: Tensor) -> None:
+        """Floating, and the parameters' dtype (autocast mixes dtypes on purpose: allowed)."""
+        check_floating(name, t)
+        dtype = self.out_proj.weight.dtype
+        if t.dtype != dtype and not torch.is_autocast_enabled(t.device.type):
+            raise ValueError(
+                f"{name} has dtype {t.dtype} but the module's parameters have dtype {dtype}"
+            )
 
 
 _CACHED: Tensor = torch.empty(0)  # sentinel: cross-attention keys/values come from the cache
