@@ -1,0 +1,197 @@
+"""Forward FLOPs and attention-matrix memory of attnlab models, layer by layer.
+
+The seeds' complexity tables, made exact: seed 000 ("Complexity of Attention": the score
+matrix ``S = QKᵀ`` costs O(n²d), the weighted sum ``softmax(S) V`` O(n²d), and the n × n
+scores take O(n²) memory per head), seed 003 ("Why Self-Attention?": O(n²d) per
+self-attention layer against O(nd²) per recurrent layer) and seed 004 ("Computational Cost
+and Parallelism": a Transformer costs t²·k per layer to train and to test).
+
+**Convention.** Matrix multiplications only, 2 FLOPs per multiply-add (an ``(m × k)·(k × n)``
+product costs ``2mkn``) — the convention of ``torch.utils.flop_counter.FlopCounterMode``,
+against which the tests check these counts. Biases, softmax, masking, norms, activations,
+dropout, embedding lookups and positional encodings are left out: they are O(n·d) or
+O(H·n²), lower order than the terms below. The causal mask does not halve anything: the
+full ``n_q × n_k`` score matrix is computed, then masked.
+
+Per sequence, for an attention with ``n_q`` queries, ``n_k`` keys, width ``d`` and ``H``
+heads (``H · d_h = d``):
+
+=====================  ===================  ======================
+part                   FLOPs                order
+=====================  ===================  ======================
+Q, K, V projections    ``2 n_q d² + 4 n_k d²``  O(n d²)
+scores ``QKᵀ``         ``2 n_q n_k d``      O(n² d)
+weights · V            ``2 n_q n_k d``      O(n² d)
+output projection      ``2 n_q d²``         O(n d²)
+feed-forward           ``4 n d d_ff``       O(n d²)  (``6 n d d_ff`` for SwiGLU)
+LM head                ``2 n d V``          O(n d V)
+attention matrix       ``H n_q n_k`` numbers  O(H n²) memory
+=====================  ===================  ======================
+
+Self-attention has ``n_q = n_k = n``; the decoder's cross-attention has ``n_q = T`` target
+and ``n_k = S`` source tokens. The fused attention path never stores the attention matrix
+(its memory is O(n)); the explicit path (``return_weights=True``) does, once per layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attnlab.config import GPTConfig, TransformerConfig
+from attnlab.models.encoder import EncoderConfig
+from attnlab.validation import check_positive
+
+PARTS = ("qkv", "scores", "weighted_values", "out_proj", "ffn", "lm_head")
+
+
+@dataclass(frozen=True)
+class AttentionCost:
+    """FLOPs of one multi-head attention and the size of its attention matrix (whole batch)."""
+
+    qkv: int
+    scores: int
+    weighted_values: int
+    out_proj: int
+    matrix_elements: int  # B · H · n_q · n_k
+
+    @property
+    def total(self) -> int:
+        return self.qkv + self.scores + self.weighted_values + self.out_proj
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """One layer: ``name`` is its module path (``"encoder.layers.0"``, ``"layers.3"``)."""
+
+    name: str
+    self_attn: AttentionCost
+    cross_attn: AttentionCost | None
+    ffn: int
+
+    @property
+    def attentions(self) -> tuple[AttentionCost, ...]:
+        return (self.self_attn,) if self.cross_attn is None else (self.self_attn, self.cross_attn)
+
+    @property
+    def total(self) -> int:
+        return sum(a.total for a in self.attentions) + self.ffn
+
+
+@dataclass(frozen=True)
+class FlopReport:
+    """Forward FLOPs of a model, per layer, plus the LM head (0 for :class:`Encoder`)."""
+
+    layers: tuple[LayerCost, ...]
+    lm_head: int
+
+    @property
+    def total(self) -> int:
+        return sum(layer.total for layer in self.layers) + self.lm_head
+
+    def by_part(self) -> dict[str, int]:
+        """Totals per part (:data:`PARTS`) over all layers and attentions."""
+        parts = dict.fromkeys(PARTS, 0)
+        for layer in self.layers:
+            for a in layer.attentions:
+                for name in PARTS[:4]:
+                    parts[name] += getattr(a, name)
+            parts["ffn"] += layer.ffn
+        parts["lm_head"] = self.lm_head
+        return parts
+
+    @property
+    def attention_elements(self) -> int:
+        """Numbers in the largest single attention matrix ``B·H·n_q·n_k`` (the explicit path's
+        peak at inference; training keeps one per attention for the backward pass)."""
+        return max(a.matrix_elements for layer in self.layers for a in layer.attentions)
+
+    def table(self) -> str:
+        """A plain-text table: one row per layer, FLOPs per part, then the totals."""
+        rows = [f"{'layer':<22}" + "".join(f"{c:>12}" for c in ("qkv", "QKᵀ", "A·V", "out", "ffn"))
+                + f"{'total':>14}"]
+        for layer in self.layers:
+            a = layer.attentions
+            cells = [sum(getattr(x, p) for x in a) for p in PARTS[:4]] + [layer.ffn, layer.total]
+            row = "".join(f"{c:>12,}" for c in cells[:-1])
+            rows.append(f"{layer.name:<22}{row}{cells[-1]:>14,}")
+        rows.append(f"{'lm_head':<22}{'':>60}{self.lm_head:>14,}")
+        rows.append(f"{'total':<22}{'':>60}{self.total:>14,}")
+        return "\n".join(rows)
+
+
+def attention_cost(
+    n_q: int, n_k: int, d: int, num_heads: int, batch_size: int = 1
+) -> AttentionCost:
+    """FLOPs of multi-head attention from ``n_q`` queries to ``n_k`` keys of width ``d``."""
+    b = batch_size
+    return AttentionCost(
+        qkv=2 * b * (n_q * d * d + 2 * n_k * d * d),  # X W_q, M W_k, M W_v
+        scores=2 * b * n_q * n_k * d,  # Q Kᵀ over all heads: H · (n_q × d_h)·(d_h × n_k)
+        weighted_values=2 * b * n_q * n_k * d,  # softmax(S) V: H · (n_q × n_k)·(n_k × d_h)
+        out_proj=2 * b * n_q * d * d,  # [H_1 … H_H] W_o
+        matrix_elements=b * num_heads * n_q * n_k,
+    )
+
+
+def ffn_cost(n: int, d: int, d_ff: int, activation: str, batch_size: int = 1) -> int:
+    """FLOPs of the position-wise feed-forward on ``n`` tokens (SwiGLU has three matrices)."""
+    matrices = 3 if activation == "swiglu" else 2
+    return 2 * batch_size * n * d * d_ff * matrices
+
+
+def flops(
+    config: TransformerConfig | GPTConfig | EncoderConfig, seq_len: int | tuple[int, int],
+    *, batch_size: int = 1,
+) -> FlopReport:
+    """Forward-pass FLOPs of the model ``config`` describes, per layer (see module docstring).
+
+    ``seq_len``: tokens per sequence; for a :class:`TransformerConfig` an int (source =
+    target length) or ``(S, T)``. Counts the model's ``forward``: :class:`~attnlab.models.GPT`
+    and :class:`~attnlab.models.Transformer` end with the LM head over every position;
+    :class:`~attnlab.models.Encoder` returns token states (no head; pooling is O(n·d)).
+    """
+    if not isinstance(config, TransformerConfig | GPTConfig | EncoderConfig):
+        raise TypeError(
+            "config must be a TransformerConfig, GPTConfig or EncoderConfig, "
+            f"got {type(config).__name__}"
+        )
+    check_positive("batch_size", batch_size)
+    b, d = batch_size, config.d_model
+    if isinstance(config, TransformerConfig):
+        src, tgt = (seq_len, seq_len) if isinstance(seq_len, int) else tuple(seq_len)
+        _check_lengths(src, tgt)
+        encoder = _layers("encoder.layers", config.num_encoder_layers, src, None, config, b)
+        decoder = _layers("decoder.layers", config.num_decoder_layers, tgt, src, config, b)
+        return FlopReport(encoder + decoder, 2 * b * tgt * d * config.tgt_vocab_size)
+    if not isinstance(seq_len, int):
+        raise ValueError(f"seq_len must be an int for {type(config).__name__}, got {seq_len!r}")
+    _check_lengths(seq_len)
+    if isinstance(config, GPTConfig):
+        layers = _layers("layers", config.num_layers, seq_len, None, config, b)
+        return FlopReport(layers, 2 * b * seq_len * d * config.vocab_size)
+    return FlopReport(_layers("encoder.layers", config.num_layers, seq_len, None, config, b), 0)
+
+
+def attention_memory(
+    config: TransformerConfig | GPTConfig | EncoderConfig, seq_len: int | tuple[int, int],
+    *, batch_size: int = 1, bytes_per_element: int = 4,
+) -> int:
+    """Bytes of the largest attention matrix ``B · H · n_q · n_k`` (O(H n²), seed 000)."""
+    check_positive("bytes_per_element", bytes_per_element)
+    return flops(config, seq_len, batch_size=batch_size).attention_elements * bytes_per_element
+
+
+def _layers(
+    prefix: str, count: int, n: int, memory_len: int | None, config, batch_size: int
+) -> tuple[LayerCost, ...]:
+    d, h = config.d_model, config.num_heads
+    self_attn = attention_cost(n, n, d, h, batch_size)
+    cross = None if memory_len is None else attention_cost(n, memory_len, d, h, batch_size)
+    ffn = ffn_cost(n, d, config.ffn_dim, config.activation, batch_size)
+    return tuple(LayerCost(f"{prefix}.{i}", self_attn, cross, ffn) for i in range(count))
+
+
+def _check_lengths(*lengths: int) -> None:
+    for n in lengths:
+        if not isinstance(n, int) or n <= 0:
+            raise ValueError(f"seq_len must be a positive int (or (S, T) pair), got {n!r}")

@@ -1,0 +1,232 @@
+"""Checkpoint directories: ``model.safetensors`` + ``config.json`` (+ extras), written atomically.
+
+Layout (DESIGN.md "Checkpoints")::
+
+    checkpoint/
+      model.safetensors   weights (safetensors: plain tensors, loading runs no code)
+      config.json         the model config plus "model_type"
+      ...                 extra files: tokenizer.json, trainer.pt, ...
+
+:func:`atomic_directory` writes everything into a temporary sibling directory and swaps it
+into place only when the block finishes, so a crash or an exception mid-write leaves the
+previous checkpoint untouched. Loading uses safetensors only — nothing is unpickled.
+
+Tied weights (e.g. GPT's token embedding and output head) are one tensor under two names;
+safetensors refuses shared tensors, so one copy is stored and the other names are listed
+in the file's metadata (``"aliases"``) and restored by :func:`load_state`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from attnlab.validation import shape_str
+
+WEIGHTS_NAME = "model.safetensors"
+CONFIG_NAME = "config.json"
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield a fresh temporary directory that replaces ``path`` when the block succeeds.
+
+    The temporary directory lives in ``path``'s parent (same filesystem, so the final
+    rename is atomic). On an exception it is deleted and ``path`` is left as it was. An
+    existing ``path`` is first renamed aside, then the new directory renamed into place,
+    then the old one deleted.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        yield tmp
+        _fsync_tree(tmp)
+        old = None
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+            os.replace(path, old / path.name)
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _fsync_tree(directory: Path) -> None:
+    """Flush every file under ``directory`` to disk before it becomes visible."""
+    for file in directory.rglob("*"):
+        if file.is_file():
+            with file.open("rb") as f:
+                os.fsync(f.fileno())
+
+
+def _dedupe_shared(state: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, str]]:
+    """Keep one copy of tensors that share memory; return ``(tensors, {alias: kept_name})``."""
+    kept: dict[tuple, str] = {}
+    storages: set[int] = set()
+    tensors, aliases = {}, {}
+    for name, t in state.items():
+        t = t.detach()
+        key = (
+            t.untyped_storage().data_ptr(),
+            t.storage_offset(),
+            tuple(t.shape),
+            t.stride(),
+            t.dtype,
+        )
+        if key in kept:
+            aliases[name] = kept[key]
+            continue
+        ptr = t.untyped_storage().data_ptr()
+        # A different view of memory already stored (or a non-contiguous view): own copy.
+        t = t.contiguous().clone() if ptr in storages or not t.is_contiguous() else t
+        kept[key], tensors[name] = name, t
+        storages.add(ptr)
+    return tensors, aliases
+
+
+def save_state(
+    state: Mapping[str, Tensor], file: str | Path, metadata: Mapping[str, str] | None = None
+) -> None:
+    """Write a state dict to a safetensors ``file``, storing tied tensors once."""
+    tensors, aliases = _dedupe_shared(state)
+    meta = {"format": "pt", **(metadata or {})}
+    if aliases:
+        meta["aliases"] = json.dumps(aliases)
+    save_file({k: v.cpu() for k, v in tensors.items()}, str(file), metadata=meta)
+
+
+def save_pretrained(
+    model: nn.Module,
+    directory: str | Path,
+    *,
+    extra: Mapping[str, str | Path | bytes] | None = None,
+) -> Path:
+    """Save ``model`` (which has ``config`` with ``to_dict()`` and ``model_type``) to ``directory``.
+
+    Writes ``model.safetensors`` and ``config.json`` (the config plus ``"model_type"``), and
+    each ``extra`` entry: ``name → bytes`` is written, ``name → path`` is copied. All of it
+    lands atomically (see :func:`atomic_directory`). Returns the directory.
+    """
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "to_dict"):
+        raise TypeError(f"model must have a config with to_dict(), got {type(model).__name__}")
+    with atomic_directory(directory) as tmp:
+        save_state(model.state_dict(), tmp / WEIGHTS_NAME)
+        config_dict = {"model_type": getattr(model, "model_type", type(model).__name__.lower())}
+        config_dict.update(config.to_dict())
+        (tmp / CONFIG_NAME).write_text(json.dumps(config_dict, indent=2) + "\n")
+        write_extra(tmp, extra)
+    return Path(directory)
+
+
+def write_extra(directory: Path, extra: Mapping[str, str | Path | bytes] | None) -> None:
+    """Write ``extra`` files into ``directory``: bytes are written, paths copied."""
+    for name, content in (extra or {}).items():
+        if name in (WEIGHTS_NAME, CONFIG_NAME) or Path(name).name != name:
+            raise ValueError(
+                f"extra file name must be a plain file name other than the model's, got {name!r}"
+            )
+        if isinstance(content, bytes):
+            (directory / name).write_bytes(content)
+        elif isinstance(content, str | Path):
+            source = Path(content)
+            if not source.is_file():
+                raise FileNotFoundError(f"extra file {name!r}: source {source} does not exist")
+            shutil.copyfile(source, directory / name)
+        else:
+            raise TypeError(
+                f"extra[{name!r}] must be bytes or a path, got {type(content).__name__}"
+            )
+
+
+def _require(directory: Path, name: str) -> Path:
+    file = directory / name
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"checkpoint {directory} has no {name} "
+            f"(a checkpoint holds {WEIGHTS_NAME} and {CONFIG_NAME})"
+        )
+    return file
+
+
+def load_config(directory: str | Path) -> dict[str, Any]:
+    """Read ``config.json`` of a checkpoint (including ``"model_type"``)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
+    file = _require(directory, CONFIG_NAME)
+    try:
+        config = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"checkpoint config {file} is not valid JSON: {err}") from err
+    if not isinstance(config, dict):
+        raise ValueError(
+            f"checkpoint config {file} must hold a JSON object, got {type(config).__name__}"
+        )
+    return config
+
+
+def load_state_file(file: str | Path, device: str | torch.device = "cpu") -> dict[str, Tensor]:
+    """Read a safetensors state dict, restoring tied-weight aliases (never unpickles)."""
+    file = Path(file)
+    try:
+        state = load_file(str(file), device=str(device))
+        with safe_open(str(file), framework="pt") as f:
+            metadata = f.metadata() or {}
+    except (SafetensorError, OSError, ValueError) as err:
+        raise ValueError(
+            f"checkpoint weights {file} are corrupt or not safetensors: {err}"
+        ) from err
+    for alias, name in json.loads(metadata.get("aliases", "{}")).items():
+        if name not in state:
+            raise ValueError(
+                f"checkpoint weights {file}: alias {alias!r} points to missing tensor {name!r}"
+            )
+        state[alias] = state[name]
+    return state
+
+
+def load_state(
+    directory: str | Path, device: str | torch.device = "cpu"
+) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """``(config dict, state dict)`` of a checkpoint directory from :func:`save_pretrained`."""
+    config = load_config(directory)
+    state = load_state_file(_require(Path(directory), WEIGHTS_NAME), device)
+    return config, state
+
+
+def load_into(model: nn.Module, state: Mapping[str, Tensor], source: str | Path) -> None:
+    """``model.load_state_dict(state)`` strictly; a mismatch names ``source``, keys and shapes."""
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = [
+        f"{k} has shape {shape_str(state[k].shape)} in the file "
+        f"but {shape_str(v.shape)} in the model"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
+    ]
+    problems = (
+        ([f"missing {missing[:8]}"] if missing else [])
+        + ([f"unexpected {unexpected[:8]}"] if unexpected else [])
+        + wrong[:4]
+    )
+    if problems:
+        raise ValueError(
+            f"checkpoint {source} does not match {type(model).__name__}: " + "; ".join(problems)
+        )
+    model.load_state_dict(state, strict=True)

@@ -1,0 +1,94 @@
+"""What every attnlab model shares: config construction, checkpoints, parameter counts, caches.
+
+A model subclasses :class:`PretrainedModel`, sets ``model_type`` (written to
+``config.json``) and ``config_class`` (its config dataclass), and takes that config in its
+constructor. It then gets ``from_config``, ``save_pretrained``, ``from_pretrained`` and
+``num_parameters``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.attention.multihead import KVCache
+from attnlab.checkpoint import load_into, load_state, save_pretrained
+
+
+class PretrainedModel(nn.Module):
+    """Base class: a model built from one config dataclass and saved as a checkpoint directory."""
+
+    model_type: ClassVar[str] = ""
+    config_class: ClassVar[type] = object
+    config: Any
+
+    @classmethod
+    def from_config(cls, config: Any) -> PretrainedModel:
+        """Build the model from its config dataclass (or a dict of its fields)."""
+        if isinstance(config, Mapping):
+            config = cls.config_class.from_dict(config)
+        if not isinstance(config, cls.config_class):
+            raise TypeError(
+                f"config must be a {cls.config_class.__name__} (or a dict), "
+                f"got {type(config).__name__}"
+            )
+        return cls(config)
+
+    def save_pretrained(
+        self, directory: str | Path, *, extra: Mapping[str, str | Path | bytes] | None = None
+    ) -> Path:
+        """Write ``model.safetensors`` + ``config.json`` (+ ``extra`` files) atomically."""
+        return save_pretrained(self, directory, extra=extra)
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | Path, *, device: str | torch.device = "cpu"
+    ) -> PretrainedModel:
+        """Load a checkpoint written by :meth:`save_pretrained`; the model is put in eval mode."""
+        config, state = load_state(directory)
+        model_type = config.pop("model_type", None)
+        if model_type != cls.model_type:
+            raise ValueError(
+                f"checkpoint {directory} has model_type {model_type!r} but {cls.__name__} "
+                f"expects {cls.model_type!r}"
+            )
+        model = cls.from_config(cls.config_class.from_dict(config))
+        load_into(model, state, directory)
+        return model.to(device).eval()
+
+    def num_parameters(self, trainable_only: bool = False, exclude_embeddings: bool = False) -> int:
+        """Number of parameters, tied ones counted once.
+
+        ``exclude_embeddings`` leaves out every ``nn.Embedding`` (token, position, bias
+        tables) — and so an output layer tied to one.
+        """
+        skip = set()
+        if exclude_embeddings:
+            skip = {id(m.weight) for m in self.modules() if isinstance(m, nn.Embedding)}
+        return sum(
+            p.numel()
+            for p in self.parameters()
+            if id(p) not in skip and (p.requires_grad or not trainable_only)
+        )
+
+
+class ModelCache(list):
+    """Per-layer KV caches of a model: a :class:`KVCache` (GPT) or a ``(self, cross)`` pair.
+
+    ``offset`` is the number of positions already decoded; :meth:`reorder` keeps batch rows
+    ``index`` in every cache (beam search).
+    """
+
+    @property
+    def offset(self) -> int:
+        first = self[0] if len(self) else KVCache()
+        return len(first[0] if isinstance(first, tuple) else first)
+
+    def reorder(self, index: Tensor) -> None:
+        for entry in self:
+            for cache in entry if isinstance(entry, tuple) else (entry,):
+                cache.reorder(index)

