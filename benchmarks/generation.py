@@ -1,0 +1,147 @@
+"""Decoding cost: sampling with vs without the KV cache (issue 5), beam-5 vs greedy (issue 4).
+
+    .venv/bin/python benchmarks/generation.py            # ~3 min on 2 loaded cores
+    .venv/bin/python benchmarks/generation.py --quick    # fewer tokens and sentences
+
+(a) KV cache. A GPT of nanoGPT's CPU size (4 layers, 4 heads, d = 128, vocabulary 65 as
+tinyshakespeare's characters) samples 500 new tokens after a 256-token prompt, with
+``use_cache=True`` and ``use_cache=False`` (same seed: the tokens are checked identical). Row 1
+uses ``block_size = 756``, so all 256 + 500 tokens fit the window: the uncached call re-encodes the
+whole 256..755-token prefix at every step, the cached one feeds one token. Row 2 uses
+``block_size = 256``, the model's window at context 256: both calls then follow the sliding
+window of ``attnlab.generation.state`` (the context restarts at its last 128 tokens whenever
+it would pass 256), so the uncached call re-encodes 129..256 tokens a step and the cached one
+re-encodes 128 tokens once every 128 steps.
+
+(b) Translation. A random-initialised Transformer (d = 256, 4 heads, 3 + 3 layers, FFN 1024,
+shared vocabulary 8,000 — the size of the Multi30k recipes) decodes a batch of 64 sources of
+10..20 tokens: greedy vs beam 5 (n_best 1, α = 0.6), both with the KV cache, and greedy
+without it. A random model never emits eos, so every sentence runs the full 30 steps and the
+ratio is the per-step cost at that length; a trained model stops earlier (beam search once 5
+hypotheses end), which changes the absolute times but not the comparison much.
+
+Times are medians of interleaved rounds (``_timing.py``); the ratio is the median of the
+per-round ratios. Other jobs share the 2 cores, so single times are noisy; the ratios less so.
+One torch thread by default: on 2 cores that other processes keep busy, a 2-thread OpenMP
+region waits at every barrier for the preempted core, and a cached decoding step (many small
+ops) measured 10× slower with 2 threads than with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _timing  # noqa: E402
+
+from attnlab.config import GPTConfig, TransformerConfig  # noqa: E402
+from attnlab.generation import beam_search, greedy_search, sample  # noqa: E402
+from attnlab.models import GPT, Transformer  # noqa: E402
+
+BOS, EOS = 1, 2
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="100 new tokens, 16 sentences, 2 rounds")
+    p.add_argument("--rounds", type=int, help="interleaved rounds (default 3; quick 2)")
+    p.add_argument("--context", type=int, default=256, help="prompt length for (a)")
+    p.add_argument("--new-tokens", type=int, help="tokens sampled in (a) (default 500)")
+    p.add_argument("--sentences", type=int, help="batch of sources in (b) (default 64)")
+    p.add_argument("--max-len", type=int, default=30, help="decoding steps in (b)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: see doc)")
+    args = p.parse_args(argv)
+    args.rounds = args.rounds or (2 if args.quick else 3)
+    args.new_tokens = args.new_tokens or (100 if args.quick else 500)
+    args.sentences = args.sentences or (16 if args.quick else 64)
+    return args
+
+
+def print_table(title: str, header: list[str], rows: list[list[object]]) -> None:
+    print(f"\n{title}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" for _ in header) + "|")
+    for row in rows:
+        print("| " + " | ".join(str(x) for x in row) + " |")
+
+
+def timed(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    return _timing.time_interleaved(fns, rounds=rounds, warmup=1, min_sample_s=0.0)
+
+
+def cache_table(args: argparse.Namespace) -> None:
+    rows = []
+    for block_size in (args.context + args.new_tokens, args.context):
+        torch.manual_seed(0)
+        config = GPTConfig(vocab_size=65, block_size=block_size, d_model=128, num_heads=4,
+                           num_layers=4, dropout=0.0)
+        model = GPT(config).eval()
+        prompt = torch.randint(0, 65, (1, args.context))
+
+        def run(use_cache: bool, model: GPT = model, prompt: torch.Tensor = prompt) -> list:
+            return sample(model, prompt, args.new_tokens, seed=0, use_cache=use_cache)
+        if run(True) != run(False):
+            raise SystemExit(f"block_size={block_size}: cached and uncached sampling differ")
+        times = timed({"cache": lambda: run(True), "no cache": lambda: run(False)}, args.rounds)
+        rows.append([
+            block_size, "no" if block_size >= args.context + args.new_tokens else "yes (keep 128)",
+            f"{_timing.median(times['cache']):.2f}", f"{_timing.median(times['no cache']):.2f}",
+            f"{args.new_tokens / _timing.median(times['cache']):.0f}",
+            f"**{_timing.paired_ratio(times['no cache'], times['cache']):.1f}×**", "yes",
+        ])
+    print_table(
+        f"(a) sampling {args.new_tokens} new tokens after a {args.context}-token prompt, GPT "
+        "4 layers × 4 heads × 128 (target: speed-up ≥ 5×)",
+        ["block_size", "window slides", "cache s", "no cache s", "cached tokens/s",
+         "speed-up", "same tokens"], rows)
+
+
+def translation_table(args: argparse.Namespace) -> None:
+    torch.manual_seed(0)
+    config = TransformerConfig(src_vocab_size=8000, d_model=256, num_heads=4,
+                               num_encoder_layers=3, num_decoder_layers=3, d_ff=1024,
+                               dropout=0.0, share_embeddings=True)
+    model = Transformer(config).eval()
+    lengths = torch.randint(10, 21, (args.sentences,))
+    src = torch.zeros(args.sentences, int(lengths.max()), dtype=torch.long)  # pad 0
+    for i, n in enumerate(lengths.tolist()):
+        src[i, :n] = torch.randint(3, 8000, (n,))
+    common = dict(max_new_tokens=args.max_len, bos_id=BOS, eos_id=EOS)
+    fns = {
+        "greedy": lambda: greedy_search(model, src, **common),
+        "beam 5": lambda: beam_search(model, src, beam_size=5, **common),
+        "greedy, no cache": lambda: greedy_search(model, src, use_cache=False, **common),
+    }
+    times = timed(fns, args.rounds)
+    base = times["greedy"]
+    rows = [[name, f"{_timing.median(t):.2f}",
+             f"{args.sentences / _timing.median(t):.1f}",
+             f"**{_timing.paired_ratio(t, base):.2f}×**"] for name, t in times.items()]
+    print_table(
+        f"(b) translation decoding, {args.sentences} sources of 10-20 tokens, "
+        f"{args.max_len} steps each (random Transformer 3+3 × 256, vocabulary 8000)",
+        ["decoder", "s per batch", "sentences/s", "cost vs greedy"], rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"# attnlab generation benchmark{' (quick)' if args.quick else ''}\n")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{torch.backends.cpu.get_cpu_capability()}, {platform.machine()}, "
+          f"{args.rounds} interleaved rounds after 1 warm-up call; float32, eval, no grad")
+    start = time.perf_counter()
+    cache_table(args)
+    translation_table(args)
+    print(f"\n(total {time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Greedy decoding: each step takes the most probable next token, ``y_t = argmax p(y | y_<t, x)``.
+
+One function serves both kinds of model. Encoder-decoder (:class:`~attnlab.models.Transformer`,
+seed 004 "Transformer Machine Translation"): ``greedy_search(model, src, max_new_tokens=...,
+bos_id=..., eos_id=...)`` — the source is encoded once, each step feeds one token through the
+decoder with the KV cache. Decoder-only (:class:`~attnlab.models.GPT`): ``greedy_search(model,
+prompt=ids, max_new_tokens=...)``, with the sliding context window of
+:mod:`attnlab.generation.state`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.generation.state import check_count, inference, make_state
+
+
+def stop_set(stop_tokens: int | Iterable[int] | None) -> set[int]:
+    """``None``, one id or several ids → a set of ints (``ValueError`` for anything else)."""
+    if stop_tokens is None:
+        return set()
+    if isinstance(stop_tokens, int) and not isinstance(stop_tokens, bool):
+        return {stop_tokens}
+    ids = set(stop_tokens)
+    if not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        raise ValueError(f"stop tokens must be int token ids, got {sorted(ids, key=str)!r}")
+    return ids
+
+
+def decode_rows(
+    state, choose: Callable[[Tensor], Tensor], max_new_tokens: int, stop: set[int]
+) -> list[list[int]]:
+    """Run ``state`` for up to ``max_new_tokens`` steps, picking tokens with ``choose``.
+
+    ``choose`` maps next-token logits ``(R, V)`` to token ids ``(R,)``. A row ends when it picks
+    a token in ``stop`` (not included in its output) and leaves the batch. Returns the new
+    tokens of each original row.
+    """
+    rows = torch.arange(len(state))  # original row of each state row
+    out: list[list[int]] = [[] for _ in range(len(state))]
+    for _ in range(max_new_tokens):
+        tokens = choose(state.logits())  # (R,)
+        stopped = torch.tensor([t in stop for t in tokens.tolist()], dtype=torch.bool)  # (R,)
+        for row, token, done in zip(rows.tolist(), tokens.tolist(), stopped.tolist(), strict=True):
+            if not done:
+                out[row].append(token)
+        if stopped.all():
+            break
+        if stopped.any():
+            keep = (~stopped).nonzero().squeeze(1)  # (R',)
+            rows, tokens = rows[keep], tokens[keep.to(tokens.device)]
+            state.select(keep.to(tokens.device))
+        state.append(tokens)
+    return out
+
+
+def masked_argmax(logits: Tensor, blocked: Sequence[int]) -> Tensor:
+    """``argmax`` over the vocabulary of ``logits`` ``(R, V)``, never choosing a ``blocked`` id."""
+    if blocked:
+        logits = logits.index_fill(-1, torch.tensor(blocked, device=logits.device), float("-inf"))
+    return logits.argmax(dim=-1)  # (R,)
+
+
+def greedy_search(
+    model: nn.Module,
+    src: Tensor | None = None,
+    *,
+    prompt: Tensor | Sequence[int] | None = None,
+    max_new_tokens: int,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
+    use_cache: bool = True,
+    window_keep: int | None = None,
+) -> list[list[int]]:
+    """Greedy decoding of a batch; returns the new token ids of each row.
+
+    Args:
+        model: an encoder-decoder model (``encode``/``decode``/``new_cache``, e.g.
+            :class:`~attnlab.models.Transformer`) or a decoder-only one (``model(idx,
+            cache=...)``, ``new_cache``, ``config.block_size``, e.g. :class:`~attnlab.models.GPT`).
+        src: encoder-decoder only: source ids ``(B, S)``, right-padded with ``config.pad_id``.
+        prompt: decoder-only only: ids ``(B, n)`` or ``(n,)`` or a list of ints, ``n >= 1``
+            (rows of one batch share a length: there is no left padding).
+        max_new_tokens: the most tokens generated per row, eos included (encoder-decoder with
+            learned positions: at most ``config.max_len``).
+        bos_id: encoder-decoder: the token that starts every target (required).
+        eos_id: ends a row (required for encoder-decoder; optional for decoder-only).
+        use_cache: feed one token a step through the KV cache (``False`` recomputes the whole
+            prefix every step — same tokens, for testing and benchmarks).
+        window_keep: decoder-only: tokens kept when the context window slides
+            (default ``block_size // 2``; see :mod:`attnlab.generation.state`).
+
+    Returns ``B`` lists of token ids: the generated tokens without ``bos_id``, the prompt or the
+    final ``eos_id``; a row shorter than ``max_new_tokens`` (after the cap) ended with
+    ``eos_id``. An encoder-decoder never generates the pad token or ``bos_id``. The model is run
+    in eval mode without gradients (its mode is restored afterwards).
+    """
+    check_count("max_new_tokens", max_new_tokens)
+    with inference(model):
+        state, _ = make_state(
+            model, src, prompt, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
+            window_keep=window_keep,
+        )
+        if state.limit is not None:
+            max_new_tokens = min(max_new_tokens, state.limit)
+        choose = partial(masked_argmax, blocked=state.blocked)
+        return decode_rows(state, choose, max_new_tokens, stop_set(eos_id))

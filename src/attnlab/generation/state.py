@@ -1,0 +1,254 @@
+"""Decoding state shared by greedy search, beam search and sampling.
+
+Seed 004 "Computational Cost and Parallelism": "when generating sentences, the computation in
+the self-attention decoder grows as the sequence gets longer". A state keeps one row per
+hypothesis — the tokens decoded so far and, with ``use_cache``, the model's per-layer KV
+cache (:class:`~attnlab.models.base.ModelCache`) — so each step feeds only the new token.
+Three operations drive every search::
+
+    logits = state.logits()        # (R, V) next-token logits of each row
+    state.select(index)            # keep rows ``index`` (R',): beam reordering, finished rows out
+    state.append(next_tokens)      # (R,) one new token per row
+
+Encoder-decoder (:class:`EncoderDecoderState`): the source is encoded once; rows start from
+``bos_id``; the cache holds the decoder's self-attention keys/values, which grow by one
+position a step, and the cross-attention keys/values, projected from the memory at the first
+step and reused (and reordered) after that.
+
+Decoder-only (:class:`DecoderOnlyState`): rows start from the prompt. **Sliding window.** The
+model sees at most ``block_size`` tokens. Let the context be ``tokens[start:L]`` (``start = 0``
+at first). Whenever it would grow past ``block_size`` tokens, the window jumps forward:
+``start = L - keep``, so the context restarts as the last ``keep`` tokens (default
+``block_size // 2``). With learned (absolute) positions every token of the new window has a
+new position, so the cache is dropped and the window is re-encoded in one forward call; the
+same rule is used for every positional scheme. Without the cache, each step recomputes the same
+window from scratch, so cached and uncached decoding see identical contexts and emit identical
+tokens. ``keep = block_size`` reproduces nanoGPT's crop to the last ``block_size`` tokens
+(re-encoding the whole window at every step once the sequence is full); ``keep =
+block_size // 2`` re-encodes half a window every ``block_size // 2`` steps, so each token costs
+O(block_size) on average while every prediction still sees at least ``keep`` tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.validation import check_positive, check_rank, check_token_ids, shape_str
+
+
+def is_encoder_decoder(model: nn.Module) -> bool:
+    """A model with ``encode`` and ``decode`` (like :class:`~attnlab.models.Transformer`)."""
+    return callable(getattr(model, "encode", None)) and callable(getattr(model, "decode", None))
+
+
+def model_device(model: nn.Module) -> torch.device:
+    param = next(model.parameters(), None)
+    return torch.device("cpu") if param is None else param.device
+
+
+@contextmanager
+def inference(model: nn.Module) -> Iterator[None]:
+    """Eval mode (no dropout) and no autograd while decoding; the model's mode is restored."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def window_start(length: int, start: int, block_size: int, keep: int) -> int:
+    """Start of the context ``tokens[start:length]`` after the sliding-window rule (module doc)."""
+    return length - keep if length - start > block_size else start
+
+
+def check_count(name: str, value: object) -> int:
+    """A positive ``int`` (not bool); ``ValueError`` names the argument otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+    check_positive(name, value)
+    return value
+
+
+def as_prompt(
+    prompt: Tensor | Sequence[int], device: torch.device, vocab_size: int | None
+) -> Tensor:
+    """A prompt as ids ``(B, n)``: a ``(B, n)`` or ``(n,)`` tensor or a list of ints; ``n >= 1``."""
+    if not isinstance(prompt, Tensor):
+        prompt = torch.as_tensor(list(prompt), dtype=torch.long, device=device)
+    check_rank("prompt", prompt, (1, 2), "(B, n) or (n,) token ids")
+    prompt = prompt if prompt.dim() == 2 else prompt.unsqueeze(0)  # (B, n)
+    if prompt.shape[0] == 0 or prompt.shape[1] == 0:
+        raise ValueError(
+            f"prompt must hold at least one token (in at least one row), got shape "
+            f"{shape_str(prompt.shape)}"
+        )
+    if vocab_size is not None:
+        check_token_ids("prompt", prompt, vocab_size)
+    return prompt.long().to(device)
+
+
+class DecoderOnlyState:
+    """Rows of a decoder-only language model (``model(idx, cache=...)``, ``model.new_cache()``,
+    ``model.config.block_size``), decoded with the sliding window of the module docstring."""
+
+    blocked: tuple[int, ...] = ()
+    limit: int | None = None  # no cap on new tokens: the window slides
+
+    def __init__(
+        self, model: nn.Module, prompt: Tensor, *, use_cache: bool, window_keep: int | None
+    ) -> None:
+        self.model, self.use_cache = model, use_cache
+        self.block_size = model.config.block_size
+        self.keep = max(1, self.block_size // 2) if window_keep is None else window_keep
+        if not 1 <= self.keep <= self.block_size:
+            raise ValueError(
+                f"window_keep must be in [1, block_size={self.block_size}], got {self.keep}"
+            )
+        self.tokens = prompt  # (R, L)
+        self.start = 0  # context = tokens[:, start:]
+        self.cache = None  # holds the keys/values of tokens[:, cache_start:cached]
+        self.cache_start = self.cached = 0
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+    def logits(self) -> Tensor:
+        """Next-token logits ``(R, V)`` given the context window."""
+        length = self.tokens.shape[1]
+        self.start = window_start(length, self.start, self.block_size, self.keep)
+        if not self.use_cache:
+            return self.model(self.tokens[:, self.start :])[:, -1]  # (R, V)
+        if self.cache is None or self.cache_start != self.start:  # first step, or the window slid
+            self.cache, self.cache_start, self.cached = (
+                self.model.new_cache(),
+                self.start,
+                self.start,
+            )
+        logits = self.model(self.tokens[:, self.cached :], cache=self.cache)[:, -1]  # (R, V)
+        self.cached = length
+        return logits
+
+    def select(self, index: Tensor) -> None:
+        self.tokens = self.tokens.index_select(0, index)  # (R', L)
+        if self.cache is not None:
+            self.cache.reorder(index)
+
+    def append(self, next_tokens: Tensor) -> None:
+        self.tokens = torch.cat([self.tokens, next_tokens.view(-1, 1)], dim=1)  # (R, L + 1)
+
+
+class EncoderDecoderState:
+    """Rows of an encoder-decoder model (``encode``, ``decode``, ``new_cache``) over one memory.
+
+    ``memory`` ``(R, S, d)`` and ``src_mask`` ``(R, S)`` come from ``model.encode`` (repeated per
+    beam by the caller). The pad token and ``bos_id`` are never generated (``blocked``);
+    learned positions cap the output at ``config.max_len`` tokens (``limit``).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        *,
+        bos_id: int,
+        eos_id: int,
+        use_cache: bool,
+    ) -> None:
+        self.model, self.use_cache = model, use_cache
+        self.memory, self.src_mask = memory, src_mask  # (R, S, d), (R, S)
+        self.tokens = torch.full(
+            (memory.shape[0], 1), bos_id, dtype=torch.long, device=memory.device
+        )
+        self.cache, self.cached = None, 0
+        config = getattr(model, "config", None)
+        pad_id = getattr(config, "pad_id", None)
+        self.blocked = tuple(sorted({t for t in (pad_id, bos_id) if t is not None and t != eos_id}))
+        learned = getattr(config, "positional", None) == "learned"
+        self.limit = config.max_len if learned else None
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+    def logits(self) -> Tensor:
+        """Next-token logits ``(R, V)`` after the tokens decoded so far."""
+        if not self.use_cache:
+            return self.model.decode(self.tokens, self.memory, self.src_mask)[:, -1]  # (R, V)
+        if self.cache is None:
+            self.cache = self.model.new_cache()
+        logits = self.model.decode(
+            self.tokens[:, self.cached :], self.memory, self.src_mask, cache=self.cache
+        )[:, -1]  # (R, V)
+        self.cached = self.tokens.shape[1]
+        return logits
+
+    def select(self, index: Tensor) -> None:
+        self.tokens = self.tokens.index_select(0, index)  # (R', T)
+        self.memory = self.memory.index_select(0, index)  # (R', S, d)
+        if self.src_mask is not None:
+            self.src_mask = self.src_mask.index_select(0, index)  # (R', S)
+        if self.cache is not None:
+            self.cache.reorder(index)
+
+    def append(self, next_tokens: Tensor) -> None:
+        self.tokens = torch.cat([self.tokens, next_tokens.view(-1, 1)], dim=1)  # (R, T + 1)
+
+
+def make_state(
+    model: nn.Module,
+    src: Tensor | None,
+    prompt: Tensor | Sequence[int] | None,
+    *,
+    bos_id: int | None,
+    eos_id: int | None,
+    use_cache: bool,
+    window_keep: int | None = None,
+    repeat: int = 1,
+) -> tuple[DecoderOnlyState | EncoderDecoderState, int]:
+    """The decoding state of ``model`` for ``src`` (encoder-decoder) or ``prompt`` (decoder-only),
+    each input row repeated ``repeat`` times (beams); returns ``(state, batch size B)``."""
+    if (src is None) == (prompt is None):
+        raise ValueError(
+            "pass exactly one of src (encoder-decoder models) or prompt (decoder-only)"
+        )
+    device = model_device(model)
+    if not is_encoder_decoder(model):
+        if src is not None:
+            raise ValueError(
+                f"src is for encoder-decoder models, but {type(model).__name__} has no "
+                "encode/decode; pass prompt= instead"
+            )
+        ids = as_prompt(prompt, device, getattr(getattr(model, "config", None), "vocab_size", None))
+        ids = ids.repeat_interleave(repeat, dim=0)  # (B·repeat, n)
+        return DecoderOnlyState(
+            model, ids, use_cache=use_cache, window_keep=window_keep
+        ), ids.shape[0] // repeat
+    if prompt is not None:
+        raise ValueError(
+            f"{type(model).__name__} is an encoder-decoder model: pass src=, not prompt="
+        )
+    if bos_id is None or eos_id is None:
+        raise ValueError(
+            "encoder-decoder decoding needs bos_id and eos_id, "
+            f"got bos_id={bos_id}, eos_id={eos_id}"
+        )
+    check_rank("src", src, 2, "(B, S) token ids")
+    if src.shape[0] == 0 or src.shape[1] == 0:
+        raise ValueError(
+            "src must hold at least one sentence of at least one token, "
+            f"got shape {shape_str(src.shape)}"
+        )
+    memory, src_mask = model.encode(src.to(device))  # (B, S, d), (B, S)
+    memory = memory.repeat_interleave(repeat, dim=0)  # (B·repeat, S, d)
+    if src_mask is not None:
+        src_mask = src_mask.repeat_interleave(repeat, dim=0)  # (B·repeat, S)
+    state = EncoderDecoderState(
+        model, memory, src_mask, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache
+    )
+    return state, src.shape[0]
