@@ -1,22 +1,79 @@
-"""The ``attnlab`` command. Subcommands import their heavy modules lazily so ``--help`` is fast."""
+"""The ``attnlab`` command. Subcommands import their heavy modules lazily so ``--help`` is fast.
+
+    attnlab train --config configs/multi30k_de_en.toml [key=value ...]
+    attnlab translate CHECKPOINT [--beam 5] < in.txt > out.txt
+    attnlab evaluate CHECKPOINT [--split test_2016_flickr]
+    attnlab generate CHECKPOINT --prompt "ROMEO:" --max-new-tokens 500
+    attnlab plot RUN_DIR
+    attnlab demo
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 
 from attnlab import __version__
 
-# name -> (help, module:function). Each function takes the parsed argparse namespace.
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("run the attention-pooling demo and save its picture", "attnlab.demo:cli"),
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="TOML recipe, e.g. configs/multi30k_de_en.toml")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides: train.max_steps=100")
+    p.add_argument("--run-dir", default=None, help="output directory (default: runs/<config name>)")
+    p.add_argument("--resume", default=None, help="checkpoint or run directory to continue exactly")
+    p.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
+
+
+def _translate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint directory of a translation model")
+    p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
+    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha")
+    p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
+    p.add_argument("--max-len", type=int, default=None, help="longest output in tokens")
+
+
+def _evaluate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint directory (translation or language model)")
+    p.add_argument("--split", default=None, help="data split (default: test_2016_flickr / val)")
+    p.add_argument("--beam", type=int, default=5, help="beam size for translation (default 5)")
+    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha")
+    p.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
+
+
+def _generate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint directory of a GPT")
+    p.add_argument("--prompt", default="\n", help="text to continue")
+    p.add_argument("--max-new-tokens", type=int, default=500)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--top-k", type=int, default=200)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--seed", type=int, default=None)
+
+
+def _plot_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", help="a training run directory holding metrics.jsonl")
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="runs/demo", help="directory for the pictures (default: runs/demo)")
+
+
+# name -> (help, "module:function", argument adder). Each function takes the parsed namespace.
+SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
+    "train": ("train a model from a TOML recipe", "attnlab.tasks.commands:train", _train_args),
+    "translate": ("translate stdin to stdout with a checkpoint", "attnlab.tasks.commands:translate",
+                  _translate_args),
+    "evaluate": ("score a checkpoint: BLEU/chrF or perplexity", "attnlab.tasks.commands:evaluate",
+                 _evaluate_args),
+    "generate": ("sample text from a GPT checkpoint", "attnlab.tasks.commands:generate", _generate_args),
+    "plot": ("draw loss, lr and BLEU curves of a run to PNG", "attnlab.tasks.commands:plot", _plot_args),
+    "demo": ("run the demo and save its picture", "attnlab.demo:cli", _demo_args),
 }
 
 
 def _load(target: str) -> Callable[[argparse.Namespace], int | None]:
-    import importlib
-
     module, func = target.split(":")
     return getattr(importlib.import_module(module), func)
 
@@ -28,20 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"attnlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (help_text, target) in SUBCOMMANDS.items():
+    for name, (help_text, target, add_args) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_target=target)
-        adder = SUBCOMMAND_ARGS.get(name)
-        if adder is not None:
-            adder(p)
+        add_args(p)
     return parser
-
-
-def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="runs/demo", help="directory for the pictures (default: runs/demo)")
-
-
-SUBCOMMAND_ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {"demo": _demo_args}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,7 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    result = _load(args._target)(args)
+    try:
+        result = _load(args._target)(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"attnlab {args.command}: error: {err}", file=sys.stderr)
+        return 2
     return int(result or 0)
 
 
