@@ -1,0 +1,166 @@
+"""The translation task end to end through the CLI, on real Multi30k data with a tiny model:
+train → checkpoint (+ tokenizer, recipe.json) → results.json + heatmap; translate; evaluate."""
+
+import io
+import json
+import math
+import shutil
+
+import pytest
+import torch
+
+from attnlab.cli import main
+from attnlab.config import GPTConfig
+from attnlab.data import load_multi30k, load_tokenizers
+from attnlab.models import GPT, Transformer
+from attnlab.tasks import load_recipe
+from attnlab.tasks.translation import translate
+from attnlab.tasks.translation_recipe import parse_recipe
+
+DEMO = "configs/multi30k_demo.toml"
+TINY = [
+    "data.train_limit=500",
+    "data.vocab_size=400",
+    "model.d_model=32",
+    "model.num_heads=2",
+    "model.num_encoder_layers=1",
+    "model.num_decoder_layers=1",
+    "model.d_ff=64",
+    "train.max_steps=20",
+    "train.eval_every=10",
+    "train.save_every=10",
+    "train.progress=false",
+    "eval.val_limit=8",
+    "eval.test_limit=16",
+    "eval.beam_size=2",
+    "eval.average_last=2",
+    "eval.max_len_a=1.0",  # short outputs: the untrained model never stops early
+    "eval.max_len_b=4",
+]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("translation") / "run"
+    assert main(["train", "--config", DEMO, "--run-dir", str(out), *TINY]) == 0
+    return out
+
+
+def test_train_writes_checkpoint_metrics_results_heatmap(run_dir):
+    final = run_dir / "final"
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "recipe.json"):
+        assert (final / name).is_file(), name
+    assert json.loads((final / "recipe.json").read_text())["data"]["src_lang"] == "de"
+    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [e for e in events if e["event"] == "eval"]
+    assert [e["step"] for e in evals] == [10, 20]
+    assert all(math.isfinite(e["val_loss"]) and 0 <= e["val_bleu"] <= 100 for e in evals)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert isinstance(results["bleu"], float) and 0.0 <= results["bleu"] <= 100.0
+    assert results["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert results["sentences"] == 16 and len(results["samples"]) == 5
+    png = run_dir / "cross_attention.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_final_is_the_mean_of_the_last_two_checkpoints(run_dir):
+    steps = sorted((run_dir / "checkpoints").iterdir())[-2:]
+    models = [Transformer.from_pretrained(p) for p in steps]
+    final = Transformer.from_pretrained(run_dir / "final")
+    name = "encoder.layers.0.ff.linear1.weight"
+    state = [dict(m.named_parameters()) for m in (*models, final)]
+    if name not in state[0]:
+        name = next(k for k in state[0] if k.startswith("encoder") and k.endswith("weight"))
+    expected = (state[0][name].double() + state[1][name].double()) / 2
+    torch.testing.assert_close(state[2][name].double(), expected, rtol=0, atol=1e-6)
+
+
+def test_translate_cli_keeps_lines_and_blank_lines(run_dir, monkeypatch, capsys):
+    lines = ["Ein Hund läuft.", "", "Zwei Männer spielen Fußball im Park.", "   ", "Eine Frau."]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert main(["translate", str(run_dir / "final"), "--beam", "2", "--batch-size", "2"]) == 0
+    out = capsys.readouterr().out.split("\n")
+    assert out[-1] == "" and len(out[:-1]) == len(lines)
+    assert out[1] == "" and out[3] == ""
+    # Order is kept: each line equals translating that sentence alone (with the recipe's
+    # output-length rule, which the CLI reads from recipe.json).
+    model = Transformer.from_pretrained(run_dir / "final")
+    src_tok, tgt_tok = load_tokenizers(run_dir / "final")
+    rule = dict(max_len_a=1.0, max_len_b=4)
+    alone = [translate(model, src_tok, tgt_tok, [s], beam_size=2, **rule)[0] for s in lines]
+    assert out[:-1] == alone
+
+
+def test_translate_encodes_sources_without_specials(run_dir):
+    """A source decoded as in training: the encoder never saw <bos>/<eos> on the source side."""
+    src_tok, _ = load_tokenizers(run_dir / "final")
+    pairs = load_multi30k("val", "de", "en")[:3]
+    ids = src_tok.encode_batch([s for s, _ in pairs])
+    assert all(src_tok.bos_id not in row and src_tok.eos_id not in row for row in ids)
+
+
+def test_evaluate_reads_the_pair_and_prints_signatures(run_dir, capsys, monkeypatch):
+    import attnlab.tasks.translation as task
+
+    calls = []
+
+    def first_pairs(split, src_lang, tgt_lang, data_dir=None):  # 24 pairs keep the test fast
+        calls.append((split, src_lang, tgt_lang))
+        return load_multi30k(split, src_lang, tgt_lang, data_dir)[:24]
+
+    monkeypatch.setattr(task, "load_multi30k", first_pairs)
+    assert main(["evaluate", str(run_dir / "final"), "--split", "val", "--beam", "1"]) == 0
+    out = capsys.readouterr().out
+    assert calls == [("val", "de", "en")]
+    assert "de-en val: BLEU = " in out and "nrefs:1|case:mixed|eff:no|tok:13a" in out
+    assert "chrF2 = " in out and "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no" in out
+
+
+def test_unknown_recipe_key_is_named():
+    with pytest.raises(ValueError, match="d_modle"):
+        parse_recipe(load_recipe(DEMO, ["model.d_modle=64"]))
+    with pytest.raises(ValueError, match="beam_sise"):
+        parse_recipe(load_recipe(DEMO, ["eval.beam_sise=4"]))
+    with pytest.raises(ValueError, match="src_vocab_size"):
+        parse_recipe(load_recipe(DEMO, ["model.src_vocab_size=100"]))
+    with pytest.raises(ValueError, match="qualiy"):
+        parse_recipe(load_recipe(DEMO, ["qualiy.x=1"]))
+
+
+def test_contradicting_recipe_settings_fail():
+    with pytest.raises(ValueError, match="eval.val_bleu"):
+        parse_recipe(load_recipe(DEMO, ["eval.val_bleu=false"]))  # metric is val_bleu
+    with pytest.raises(ValueError, match="keep_last_k"):
+        parse_recipe(load_recipe(DEMO, ["eval.average_last=9", "train.keep_last_k=3"]))
+
+
+@pytest.mark.parametrize("name", ["multi30k_de_en", "multi30k_en_de", "multi30k_demo"])
+def test_shipped_recipes_parse(name):
+    recipe = parse_recipe(load_recipe(f"configs/{name}.toml"))
+    pair = (recipe.data.src_lang, recipe.data.tgt_lang)
+    assert pair == (("en", "de") if name.endswith("en_de") else ("de", "en"))
+    assert recipe.train.bf16 and recipe.optim.label_smoothing == 0.1
+
+
+def test_unknown_key_through_cli_fails(tmp_path, capsys):
+    code = main(["train", "--config", DEMO, "--run-dir", str(tmp_path), "train.max_stpes=3"])
+    assert code == 2 and "max_stpes" in capsys.readouterr().err
+
+
+def test_gpt_checkpoint_is_refused_by_translate(tmp_path, capsys):
+    gpt = GPT(GPTConfig(vocab_size=16, block_size=8, d_model=8, num_heads=2, num_layers=1))
+    gpt.save_pretrained(tmp_path / "gpt")
+    assert main(["translate", str(tmp_path / "gpt")]) == 2
+    err = capsys.readouterr().err
+    assert "not a translation model" in err or "model_type 'gpt'" in err
+
+
+def test_resume_continues_the_run_with_its_tokenizer(run_dir, tmp_path):
+    run2 = tmp_path / "run2"
+    shutil.copytree(run_dir, run2)
+    args = ["train", "--config", DEMO, "--run-dir", str(run2), "--resume", str(run2)]
+    assert main([*args, *TINY, "train.max_steps=30"]) == 0
+    events = [json.loads(line) for line in (run2 / "metrics.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "eval"] == [10, 20, 30]
+    tokenizer = (run_dir / "final" / "tokenizer.json").read_bytes()
+    assert (run2 / "final" / "tokenizer.json").read_bytes() == tokenizer
