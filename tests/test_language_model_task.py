@@ -1,0 +1,217 @@
+"""The language-model task end to end on the real tinyshakespeare: ``attnlab train`` with
+nanoGPT's CPU recipe (shortened), ``attnlab generate`` and ``attnlab evaluate``, and the
+clear errors on bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlab.cli import main
+from attnlab.config import TransformerConfig
+from attnlab.data import CharTokenizer, Tokenizer, load_tinyshakespeare, load_tokenizer
+from attnlab.models import GPT, Transformer
+from attnlab.tasks.language_model import LMRecipe
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "shakespeare_nanogpt_cpu.toml"
+FAST = ["train.progress=false", "train.log_every=1", "train.save_every=0", "train.keep_last_k=0"]
+
+pytestmark = pytest.mark.skipif(
+    not (Path(os.environ.get("ATTNLAB_DATA", "/nonexistent")) / "tinyshakespeare").is_dir(),
+    reason="needs $ATTNLAB_DATA/tinyshakespeare (the shared corpora)",
+)
+
+
+def run(*argv: str) -> int:
+    return main([str(a) for a in argv])
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """nanoGPT's CPU configuration, 30 steps, evaluated every 10, validated on the last 2 %."""
+    out = tmp_path_factory.mktemp("nanogpt_cpu")
+    assert (
+        run(
+            "train",
+            "--config",
+            CONFIG,
+            "--run-dir",
+            out,
+            "train.max_steps=30",
+            "train.eval_every=10",
+            "eval.eval_iters=8",
+            "data.train_fraction=0.98",  # a shorter validation tail keeps the test fast
+            *FAST,
+        )
+        == 0
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def checkpoint(run_dir: Path) -> Path:
+    return run_dir / "checkpoints" / "step_00000030"
+
+
+def test_train_writes_checkpoint_tokenizer_and_results(run_dir: Path, checkpoint: Path) -> None:
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "trainer.pt"):
+        assert (checkpoint / name).is_file(), name
+    tokenizer = load_tokenizer(checkpoint)
+    text = load_tinyshakespeare()
+    assert isinstance(tokenizer, CharTokenizer) and tokenizer.chars == sorted(set(text))
+    model = GPT.from_pretrained(checkpoint)
+    assert (model.config.num_layers, model.config.num_heads, model.config.d_model) == (4, 4, 128)
+    assert model.config.block_size == 64 and model.config.vocab_size == tokenizer.vocab_size
+
+    evals = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = [e for e in evals if e["event"] == "eval"]
+    assert [e["step"] for e in evals] == [10, 20, 30]
+    assert evals[-1]["val_loss"] < evals[0]["val_loss"]
+
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["steps"] == 30 and results["stopped"] == "max_steps"
+    assert results["perplexity"] == pytest.approx(math.exp(results["val_loss"]))
+    assert results["val_loss"] < math.log(tokenizer.vocab_size)  # better than uniform
+    assert len(results["sample"]) == 300 and results["wall_time_s"] > 0
+
+
+def test_evaluate_matches_an_independent_recomputation(checkpoint: Path, capsys) -> None:
+    assert run("evaluate", checkpoint) == 0
+    words = capsys.readouterr().out.split()
+    loss, ppl = float(words[words.index("loss") + 1]), float(words[words.index("perplexity") + 1])
+    assert ppl == pytest.approx(math.exp(loss), rel=1e-3)
+
+    # Reference: one batch of every non-overlapping 64-character window of the validation
+    # tail (the recipe's train_fraction, saved with the checkpoint).
+    model, text = GPT.from_pretrained(checkpoint), load_tinyshakespeare()
+    val = text[int(len(text) * 0.98) :]
+    ids = torch.tensor(load_tokenizer(checkpoint).encode(val))
+    n = (ids.numel() - 1) // 64
+    x, y = ids[: n * 64].view(n, 64), ids[1 : n * 64 + 1].view(n, 64)
+    with torch.no_grad():
+        ref = F.cross_entropy(model(x).flatten(0, 1), y.flatten()).item()
+    assert loss == pytest.approx(ref, abs=1e-4)
+
+
+def _generate(checkpoint: Path, capsys, *extra: str) -> str:
+    assert run("generate", checkpoint, *extra) == 0
+    return capsys.readouterr().out
+
+
+def test_generate_prints_prompt_and_exact_length_reproducibly(checkpoint: Path, capsys) -> None:
+    args = ("--prompt", "ROMEO:", "--max-new-tokens", "80", "--seed", "7")
+    first = _generate(checkpoint, capsys, *args)
+    assert first.startswith("ROMEO:") and first.endswith("\n")
+    assert len(first) == len("ROMEO:") + 80 + 1  # + print's newline
+    assert _generate(checkpoint, capsys, *args) == first
+    other = _generate(checkpoint, capsys, "--prompt", "ROMEO:", "--max-new-tokens", "80", "--seed", "8")
+    assert other != first
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--prompt", ""], "prompt must be non-empty"),
+        (["--prompt", "ROMEO: ☃ é"], "prompt cannot be encoded"),
+        (["--prompt", "ROMEO:", "--max-new-tokens", "0"], "max_new_tokens must be >= 1"),
+        (["--prompt", "ROMEO:", "--max-new-tokens", "-5"], "max_new_tokens must be >= 1"),
+    ],
+)
+def test_generate_bad_input_is_a_clear_error(checkpoint: Path, capsys, argv, message) -> None:
+    assert run("generate", checkpoint, *argv) == 2
+    err = capsys.readouterr().err
+    assert "attnlab generate: error:" in err and message in err
+    assert "☃" in err or "☃" not in " ".join(argv)  # the unknown characters are named
+
+
+def test_generate_rejects_a_translation_checkpoint(tmp_path: Path, capsys) -> None:
+    config = TransformerConfig(
+        src_vocab_size=11, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32
+    )
+    Transformer(config).save_pretrained(tmp_path / "mt")
+    assert run("generate", tmp_path / "mt", "--prompt", "ROMEO:") == 2
+    assert "not a language model" in capsys.readouterr().err
+
+
+def test_recipe_rejects_unknown_keys_by_name(tmp_path: Path, capsys) -> None:
+    assert run("train", "--config", CONFIG, "--run-dir", tmp_path, "model.d_modle=64") == 2
+    err = capsys.readouterr().err
+    assert "d_modle" in err and "d_model" in err
+    assert run("train", "--config", CONFIG, "--run-dir", tmp_path, "model.vocab_size=64") == 2
+    assert "vocab_size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["shakespeare_char", "shakespeare_bpe", "shakespeare_nanogpt_cpu"])
+def test_shipped_recipes_parse(name: str) -> None:
+    from attnlab.tasks import load_recipe
+
+    recipe = LMRecipe.from_dict(load_recipe(ROOT / "configs" / f"{name}.toml"))
+    assert recipe.data.train_fraction == 0.9 and recipe.train.max_steps >= 1000
+
+
+def _losses(run_dir: Path) -> dict[int, float]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return {e["step"]: e["loss"] for e in map(json.loads, lines) if e["event"] == "train"}
+
+
+def test_resume_continues_exactly(tmp_path: Path) -> None:
+    tiny = [
+        "model.num_layers=1",
+        "model.d_model=32",
+        "model.num_heads=2",
+        "data.block_size=16",
+        "optim.warmup=2",
+        "optim.decay_steps=6",
+        "train.max_steps=6",
+        "eval.eval_iters=2",
+        "eval.sample_chars=10",
+        *FAST,
+    ]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert run("train", "--config", CONFIG, "--run-dir", whole, *tiny) == 0
+    assert (
+        run(
+            "train",
+            "--config",
+            CONFIG,
+            "--run-dir",
+            part,
+            *tiny[: -len(FAST)],
+            *FAST[:2],
+            "train.max_steps=3",
+            "train.keep_last_k=0",
+        )
+        == 0
+    )
+    assert run("train", "--config", CONFIG, "--run-dir", part, "--resume", part, *tiny) == 0
+    assert _losses(part) == _losses(whole)  # exact: same windows, same updates
+
+
+def test_bpe_recipe_trains_and_generates(tmp_path: Path, capsys) -> None:
+    small = [
+        "data.vocab_size=300",
+        "model.num_layers=1",
+        "model.d_model=32",
+        "model.num_heads=2",
+        "data.block_size=16",
+        "optim.warmup=1",
+        "train.max_steps=2",
+        "train.bf16=false",
+        "eval.eval_iters=1",
+        "eval.sample_chars=20",
+        *FAST,
+    ]
+    config = ROOT / "configs" / "shakespeare_bpe.toml"
+    assert run("train", "--config", config, "--run-dir", tmp_path, *small) == 0
+    ckpt = tmp_path / "checkpoints" / "step_00000002"
+    assert isinstance(load_tokenizer(ckpt), Tokenizer)
+    capsys.readouterr()
+    out = _generate(ckpt, capsys, "--prompt", "ROMEO: ☃", "--max-new-tokens", "5", "--seed", "0")
+    assert out.startswith("ROMEO: ☃")  # byte-level BPE represents any text
