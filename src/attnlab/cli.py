@@ -52,6 +52,17 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None)
 
 
+def _finetune_args(p: argparse.ArgumentParser) -> None:
+    # The checkpoint is an option so the key=value overrides are the only positionals.
+    p.add_argument("--checkpoint", required=True, help="the pretrained GPT checkpoint (with tokenizer.json)")
+    p.add_argument("--config", default=None, help="TOML recipe (e.g. configs/shakespeare_vs_kjv.toml)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides: finetune.steps=300")
+    p.add_argument("--out", default=None, help="directory for the runs and report.json")
+    p.add_argument("--data-dir", default=None, help="corpora directory (default $ATTNLAB_DATA)")
+    p.add_argument("--sword-dir", default=None, help="SWORD library (default $SWORD_PATH, /usr/share/sword)")
+    p.add_argument("--no-install", action="store_true", help="never apt-get install sword-text-kjv")
+
+
 def _plot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a training run directory holding metrics.jsonl")
 
@@ -68,6 +79,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
     "evaluate": ("score a checkpoint: BLEU/chrF or perplexity", "attnlab.tasks.commands:evaluate",
                  _evaluate_args),
     "generate": ("sample text from a GPT checkpoint", "attnlab.tasks.commands:generate", _generate_args),
+    "finetune": ("fine-tune a GPT checkpoint as a classifier (Shakespeare vs KJV) against scratch",
+                 "attnlab.finetune:cli", _finetune_args),
     "plot": ("draw loss, lr and BLEU curves of a run to PNG", "attnlab.tasks.commands:plot", _plot_args),
     "demo": ("run the demo and save its picture", "attnlab.demo:cli", _demo_args),
 }

@@ -55,3 +55,21 @@ __all__ = [
     "token_batches",
     "train_bpe",
 ]
+
+# The King James Bible (sword-text-kjv) and the Shakespeare-vs-KJV classification task.
+from attnlab.data.classification import (  # noqa: E402
+    ShakespeareKJVConfig,
+    TextClassificationData,
+    load_shakespeare_vs_kjv,
+    shakespeare_vs_kjv,
+)
+from attnlab.data.kjv import ensure_kjv, load_kjv_verses  # noqa: E402
+
+__all__ += [
+    "ShakespeareKJVConfig",
+    "TextClassificationData",
+    "ensure_kjv",
+    "load_kjv_verses",
+    "load_shakespeare_vs_kjv",
+    "shakespeare_vs_kjv",
+]
