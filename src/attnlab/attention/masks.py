@@ -187,7 +187,7 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
     allowed = allowed_keys(mask)
     # A large finite negative instead of -inf: exp(min - max) is exactly 0 on blocked keys,
     # and a fully blocked row gives a finite (uniform) softmax, zeroed below: no NaN anywhere.
-    weights = torch.softmax(scores.masked_fill(~allowed, torch.finfo(scores.dtype).min), dim=dim)
+    weights = torch.softmax(torch.where(allowed, scores, torch.finfo(scores.dtype).min), dim=dim)
     aligned = allowed[(None,) * (scores.dim() - allowed.dim())]  # same rank as scores, so dim fits
     has_key = aligned.any(dim=dim, keepdim=True)  # mask-sized: is any key allowed?
     # Skipping this full pass when no row is fully blocked needs a host sync: CPU only.
