@@ -126,14 +126,14 @@ class MultiHeadAttention(nn.Module):
         """Apply the ``which`` ∈ {q, k, v} projection (a slice of ``in_proj`` when packed)."""
         if not self.packed:
             return getattr(self, f"{which}_proj")(t)
-        d, i = self.d_model, "qkv".index(which)
+        rows = slice("qkv".index(which) * self.d_model, ("qkv".index(which) + 1) * self.d_model)
         b = self.in_proj.bias
-        return F.linear(t, self.in_proj.weight[i * d:(i + 1) * d], None if b is None else b[i * d:(i + 1) * d])
+        return F.linear(t, self.in_proj.weight[rows], None if b is None else b[rows])
 
     def _project(
         self, x: Tensor, memory: Tensor | None, value: Tensor | None
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """Queries from ``x``; keys from ``memory`` (or ``x``), values from ``value`` (or the keys' source)."""
+        """Queries from ``x``; keys from ``memory`` (or ``x``); values from ``value`` (or keys' source)."""
         d = self.d_model
         if memory is None:  # self-attention
             if self.packed:
