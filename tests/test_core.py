@@ -282,3 +282,40 @@ def test_causal_mask_helper_and_is_causal_agree():
         a = sdpa(q, k, v, causal_mask(3, 5), return_weights=rw)
         b = sdpa(q, k, v, is_causal=True, return_weights=rw)
         torch.testing.assert_close(a[0] if rw else a, b[0] if rw else b)
+
+
+# ------------------------------------------------ half precision on CPU: the explicit route
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n_k, grad, explicit", [(18, True, True), (256, True, True), (300, True, False),
+                                                  (64, False, True), (65, False, False)])
+def test_half_precision_cpu_route_follows_measured_crossover(dtype, n_k, grad, explicit):
+    from attnlab.attention import core
+
+    q, k, v = (t.requires_grad_(grad) for t in rand_qkv(1, 1, 3, n_k, 8, 8, dtype=dtype))
+    assert core._explicit_is_faster(q, k) is explicit
+    assert not core._explicit_is_faster(q.float(), k.float())  # float32 keeps PyTorch's kernel
+
+
+@pytest.mark.parametrize("mask_kind", MASKS)
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("n_q, n_k", [(18, 18), (5, 40)])
+def test_bf16_training_route_matches_float64_reference_and_gradients(mask_kind, is_causal, n_q, n_k):
+    b, h = 2, 3
+    q64, k64, v64 = (t.double().requires_grad_() for t in rand_qkv(b, h, n_q, n_k, 16, 16))
+    mask = make_mask(mask_kind, b, h, n_q, n_k)
+    q, k, v = (t.detach().bfloat16().requires_grad_() for t in (q64, k64, v64))
+    out = sdpa(q, k, v, mask, is_causal=is_causal)  # the explicit route (bf16, grads, short)
+    additive = additive_of(mask, is_causal, n_q, n_k)
+    expected, _ = np_attention(q64.detach(), k64.detach(), v64.detach(), additive)
+    np.testing.assert_allclose(out.double().detach().numpy(), expected, rtol=0.05, atol=0.05)
+    # gradients against the float64 explicit path
+    ref = sdpa(q64, k64, v64, mask.double() if mask is not None and mask.is_floating_point() else mask,
+               is_causal=is_causal, return_weights=True)[0]
+    g = torch.randn(ref.shape, dtype=torch.float64)
+    (ref * g).sum().backward()
+    (out * g.bfloat16()).sum().backward()
+    for half, full in ((q, q64), (k, k64), (v, v64)):
+        assert torch.isfinite(half.grad).all()
+        np.testing.assert_allclose(half.grad.double().numpy(), full.grad.numpy(), rtol=0.1, atol=0.1)

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from attnlab import __version__
+from attnlab.runtime import keep_freed_memory
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -111,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    keep_freed_memory()  # glibc: reuse freed activations instead of page-faulting them in again
     try:
         result = _load(args._target)(args)
     except (ValueError, FileNotFoundError) as err:
