@@ -62,6 +62,16 @@ def test_no_decay_for_biases_norms_and_embeddings_including_tied_head():
     assert sum(len(g["params"]) for g in groups) == len(trainable)  # tied weight listed once
 
 
+def test_nanogpt_rule_decays_embedding_tables_too():
+    model = TinyGPT()
+    assert no_decay_names(model, decay_embeddings=True) == {
+        "ln.weight", "ln.bias", "rms.weight", "fc.bias", "frozen.bias"
+    }
+    groups = param_groups(model, 0.1, decay_embeddings=True)
+    decay = {id(p) for p in groups[0]["params"]}
+    assert decay == {id(model.tok.weight), id(model.pos.table), id(model.fc.weight), id(model.out.weight)}
+
+
 def test_adamw_decays_only_the_decay_group():
     model = TinyGPT()
     opt = adamw(model, lr=0.1, weight_decay=0.5)

@@ -285,3 +285,28 @@ def test_a_failed_checkpoint_write_leaves_the_previous_checkpoint_intact(tmp_pat
         torch.load(latest_checkpoint(tmp_path) / "trainer.pt", weights_only=True)["state"]["step"]
         == 2
     )
+
+
+def test_fresh_run_refuses_a_run_dir_holding_an_earlier_runs_checkpoints(tmp_path):
+    data = make_batches(4, batch_size=2, seed=3)
+    _trainer(make_model(), data, tmp_path, save_every=2).fit()
+    assert list_checkpoints(tmp_path)
+    with pytest.raises(ValueError, match="already holds checkpoints.*--resume"):
+        _trainer(make_model(), data, tmp_path, save_every=2).fit()
+
+
+def test_time_budget_bounds_the_progress_bar_total(tmp_path):
+    class Bar:
+        total, refreshed = 10**6, 0
+
+        def refresh(self):
+            self.refreshed += 1
+
+    trainer = _trainer(
+        make_model(), make_batches(4, batch_size=2, seed=3), max_time_s=100.0, max_epochs=None, max_steps=10**6
+    )
+    trainer._start, trainer._start_step = 0.0, 0
+    trainer.state.step = 50
+    bar = Bar()
+    trainer._bound_total_by_time(bar, now=25.0)  # 2 steps/s, 75 s left -> 150 more steps
+    assert bar.total == 200 and bar.refreshed == 1

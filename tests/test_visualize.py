@@ -67,8 +67,8 @@ def test_import_does_not_load_matplotlib():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_demo_runs_end_to_end_through_the_cli(tmp_path, capsys):
-    assert cli.main(["demo", "--out", str(tmp_path)]) == 0
+def test_pooling_demo_runs_end_to_end_through_the_cli(tmp_path, capsys):
+    assert cli.main(["demo", "--pooling", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     for name in ("average", "gaussian", "boxcar", "epanechnikov", "test MSE"):
         assert name in printed

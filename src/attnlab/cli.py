@@ -69,7 +69,9 @@ def _plot_args(p: argparse.ArgumentParser) -> None:
 
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="runs/demo", help="directory for the pictures (default: runs/demo)")
+    from attnlab.demo import add_arguments
+
+    add_arguments(p)
 
 
 # name -> (help, "module:function", argument adder). Each function takes the parsed namespace.
@@ -83,7 +85,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
     "finetune": ("fine-tune a GPT checkpoint as a classifier (Shakespeare vs KJV) against scratch",
                  "attnlab.finetune:cli", _finetune_args),
     "plot": ("draw loss, lr and BLEU curves of a run to PNG", "attnlab.tasks.commands:plot", _plot_args),
-    "demo": ("run the demo and save its picture", "attnlab.demo:cli", _demo_args),
+    "demo": ("train the demo translator (or --pooling) and save its pictures", "attnlab.demo:cli", _demo_args),
 }
 
 

@@ -9,7 +9,7 @@ input is a query; its prediction is attention pooling ``Σ_i α(x, x_i) y_i`` wi
 
 :func:`run` prints each method's test MSE against the noise-free function and saves one PNG:
 the fits on top, each method's attention-weight matrix (test queries × training keys) below.
-Run it with ``python -m attnlab.demo`` or ``attnlab demo --out DIR``.
+Run it with ``python -m attnlab.demo --pooling`` or ``attnlab demo --pooling --out DIR``.
 """
 
 from __future__ import annotations

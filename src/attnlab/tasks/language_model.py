@@ -13,7 +13,8 @@ A recipe (``configs/shakespeare_char.toml``) maps 1:1 onto :class:`LMRecipe`::
     [data]   corpus, tokenizer ("char" | "bpe"), vocab_size (bpe), train_fraction,
              block_size, batch_size, seed
     [model]  GPTConfig fields except vocab_size (from the tokenizer) and block_size (from data)
-    [optim]  lr, min_lr, warmup, decay_steps (default train.max_steps), weight_decay, betas
+    [optim]  lr, min_lr, warmup, decay_steps (default train.max_steps), weight_decay,
+             decay_embeddings, betas
     [train]  TrainConfig fields (max_steps is required: the windows never run out)
     [eval]   eval_iters (random val windows per periodic eval), sample_chars
 
@@ -96,6 +97,7 @@ class LMOptim:
     warmup: int = 100
     decay_steps: int | None = None  # None: train.max_steps (nanoGPT lr_decay_iters)
     weight_decay: float = 0.1
+    decay_embeddings: bool = False  # true: nanoGPT's rule, embedding tables decay too
     betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
 
 
@@ -283,7 +285,9 @@ def train(recipe: dict[str, Any], *, run_dir: str | Path, resume=None, data_dir=
     torch.manual_seed(r.train.seed)
     model = GPT(r.gpt_config(tokenizer.vocab_size))
     o = r.optim
-    optimizer = adamw(model, o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas))
+    optimizer = adamw(
+        model, o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas), decay_embeddings=o.decay_embeddings
+    )
     total = o.decay_steps or r.train.max_steps
     scheduler = lambda_lr(optimizer, warmup_cosine(o.warmup, total, o.lr, o.min_lr))
 

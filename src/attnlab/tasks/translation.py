@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -237,6 +238,7 @@ def _prepare_data(recipe: TranslationRecipe, data_dir, tokenizers=None):
 
 def train(recipe: dict, *, run_dir, resume=None, data_dir=None) -> Path:
     """Train a translator from a recipe dict; returns ``run_dir`` (see the module docstring)."""
+    start = time.perf_counter()
     r = parse_recipe(recipe)
     run_dir = Path(run_dir)
     r.train = dataclasses.replace(r.train, run_dir=str(run_dir))
@@ -278,7 +280,7 @@ def train(recipe: dict, *, run_dir, resume=None, data_dir=None) -> Path:
         return run_dir
     print(f"training stopped ({result.stopped}) at step {result.step}; last eval {result.last_eval}")
     final = _save_final(model, run_dir, r.eval.average_last, files)
-    _report_test(model, r, src_tok, tgt_tok, run_dir, data_dir, final)
+    _report_test(model, r, src_tok, tgt_tok, run_dir, data_dir, final, start)
     return run_dir
 
 
@@ -291,7 +293,9 @@ def _save_final(model: Transformer, run_dir: Path, k: int, files: dict) -> Path:
     return final
 
 
-def _report_test(model, r: TranslationRecipe, src_tok, tgt_tok, run_dir, data_dir, final) -> None:
+def _report_test(
+    model, r: TranslationRecipe, src_tok, tgt_tok, run_dir, data_dir, final, start: float
+) -> None:
     """Beam-decode the test split, print scores and samples, write results.json + heatmap."""
     d, ev = r.data, r.eval
     pairs = _limit(load_multi30k(ev.test_split, d.src_lang, d.tgt_lang, data_dir), ev.test_limit)
@@ -331,11 +335,13 @@ def _report_test(model, r: TranslationRecipe, src_tok, tgt_tok, run_dir, data_di
         **scores,
         "checkpoint": str(final),
         "heatmap": str(heatmap),
+        "wall_s": round(time.perf_counter() - start, 1),  # data + BPE + training + decoding
         "samples": samples,
     }
     path = run_dir / "results.json"
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     print(f"results: {path}\ncross-attention heatmap: {heatmap}\ncheckpoint: {final}", flush=True)
+    print(f"wall time: {results['wall_s'] / 60:.1f} min (data, BPE, training, averaging, decoding)")
 
 
 def plot_cross_attention(

@@ -31,30 +31,31 @@ def _is_embedding(module: nn.Module) -> bool:
     )
 
 
-def no_decay_names(model: nn.Module) -> set[str]:
+def no_decay_names(model: nn.Module, *, decay_embeddings: bool = False) -> set[str]:
     """Names (as in ``model.named_parameters()``) of the parameters that get no weight decay.
 
     A parameter is exempt when it is a bias or any tensor of fewer than 2 dimensions, or
     belongs to a normalisation layer (``nn.LayerNorm``, ``nn.RMSNorm``, any class whose name
     contains ``Norm``) or an embedding (``nn.Embedding``, any class whose name ends in
     ``Embedding``). A weight shared between an embedding and a linear layer (tied input /
-    output embeddings) is exempt.
+    output embeddings) is exempt. ``decay_embeddings=True`` decays embedding tables like
+    any other matrix — nanoGPT's rule ("every 2-D parameter decays").
     """
     exempt_ids: set[int] = set()
     for module in model.modules():
-        whole = _is_norm(module) or _is_embedding(module)
+        whole = _is_norm(module) or (_is_embedding(module) and not decay_embeddings)
         for name, p in module.named_parameters(recurse=False):
             if whole or name.endswith("bias") or p.dim() < 2:
                 exempt_ids.add(id(p))
     return {name for name, p in model.named_parameters() if id(p) in exempt_ids}
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+def param_groups(model: nn.Module, weight_decay: float, *, decay_embeddings: bool = False) -> list[dict]:
     """Two parameter groups, ``[{"params": decay, "weight_decay": weight_decay},
     {"params": no_decay, "weight_decay": 0.0}]``, in ``model.parameters()`` order, each
     trainable parameter exactly once; an empty group is left out."""
     check_positive("weight_decay", weight_decay, allow_zero=True)
-    exempt = no_decay_names(model)
+    exempt = no_decay_names(model, decay_embeddings=decay_embeddings)
     decay, no_decay = [], []
     for name, p in model.named_parameters():  # shared parameters are listed once
         if p.requires_grad:
@@ -85,11 +86,13 @@ def adamw(
     weight_decay: float = 0.1,
     betas: tuple[float, float] = (0.9, 0.95),
     eps: float = 1e-8,
+    decay_embeddings: bool = False,
 ) -> torch.optim.AdamW:
     """AdamW with decay / no-decay groups (:func:`param_groups`); GPT defaults
     β = (0.9, 0.95), weight decay 0.1."""
     check_positive("lr", lr)
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=betas, eps=eps)
+    groups = param_groups(model, weight_decay, decay_embeddings=decay_embeddings)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
 
 
 def make_optimizer(

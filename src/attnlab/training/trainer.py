@@ -38,6 +38,7 @@ from attnlab.training.checkpoints import (
     SaveFn,
     checkpoint_path,
     default_save_fn,
+    list_checkpoints,
     load_model_weights,
     prune_checkpoints,
     resolve_resume,
@@ -128,9 +129,10 @@ class Trainer:
         if resume_from is not None:
             self._resume(resolve_resume(resume_from))
         else:
+            self._check_fresh_run_dir()
             seed_everything(cfg.seed + self.rank)
         self.model.train()
-        self._last_saved_step = self.state.step
+        self._last_saved_step = self._start_step = self.state.step
         self._start = time.perf_counter()
         bar = tqdm(
             total=self._total_steps(),
@@ -160,6 +162,15 @@ class Trainer:
             self._last_eval,
             self._history,
         )
+
+    def _check_fresh_run_dir(self) -> None:
+        """A new run must not mix its checkpoints with an older run's (averaging would)."""
+        if self.run_dir is not None and (old := list_checkpoints(self.run_dir)):
+            raise ValueError(
+                f"run directory {self.run_dir} already holds checkpoints (newest {old[-1].name}) "
+                f"of an earlier run: resume it with --resume {self.run_dir}, or choose a new "
+                f"--run-dir (or delete the old one)"
+            )
 
     def _total_steps(self) -> int | None:
         """For the progress bar's ETA: ``max_steps``, or the steps of ``max_epochs`` epochs
@@ -285,6 +296,7 @@ class Trainer:
         now, (t0, tokens0) = time.perf_counter(), self._window
         tokens_per_s = (self.state.tokens_seen - tokens0) / max(now - t0, 1e-9)
         self._window = (now, self.state.tokens_seen)
+        self._bound_total_by_time(bar, now)
         last = self._last
         bar.set_postfix(
             loss=f"{last['loss']:.4f}",
@@ -303,6 +315,18 @@ class Trainer:
                     "elapsed_s": now - self._start,
                 }
             )
+
+    def _bound_total_by_time(self, bar, now: float) -> None:
+        """With ``max_time_s``, shrink the bar's total to the steps the time budget allows,
+        so its ETA counts down to the real end of training."""
+        budget, elapsed = self.config.max_time_s, now - self._start
+        done = self.state.step - self._start_step
+        if budget is None or done <= 0 or elapsed <= 0:
+            return
+        reachable = self.state.step + int(done / elapsed * max(budget - elapsed, 0.0))
+        limit = self._total_steps()
+        bar.total = reachable if limit is None else min(limit, reachable)
+        bar.refresh()
 
     # ----------------------------------------------------------------- evaluation
     def _evaluate(self) -> bool:
