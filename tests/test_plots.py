@@ -18,11 +18,12 @@ def _train(step):
     return {"event": "train", "step": step, "loss": 5.0 / step, "lr": 1e-3 * step}
 
 
-def test_loss_lr_and_bleu_curves(tmp_path):
+@pytest.mark.parametrize("key", ["val_bleu", "bleu"])
+def test_loss_lr_and_bleu_curves(tmp_path, key):
     events = [_train(s) for s in range(1, 11)]
     events += [
-        {"event": "eval", "step": 5, "val_loss": 1.2, "bleu": 10.0},
-        {"event": "eval", "step": 10, "val_loss": 1.0, "bleu": 20.0},
+        {"event": "eval", "step": 5, "val_loss": 1.2, key: 10.0},
+        {"event": "eval", "step": 10, "val_loss": 1.0, key: 20.0},
     ]
     _write(tmp_path, events)
     paths = plot_run(tmp_path)

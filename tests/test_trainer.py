@@ -303,7 +303,8 @@ def test_time_budget_bounds_the_progress_bar_total(tmp_path):
             self.refreshed += 1
 
     trainer = _trainer(
-        make_model(), make_batches(4, batch_size=2, seed=3), max_time_s=100.0, max_epochs=None, max_steps=10**6
+        make_model(), make_batches(4, batch_size=2, seed=3),
+        max_time_s=100.0, max_epochs=None, max_steps=10**6,
     )
     trainer._start, trainer._start_step = 0.0, 0
     trainer.state.step = 50

@@ -16,6 +16,7 @@ from attnlab.models import GPT, Transformer
 from attnlab.tasks import load_recipe
 from attnlab.tasks.translation import translate
 from attnlab.tasks.translation_recipe import parse_recipe
+from attnlab.training import plot_run
 
 DEMO = "configs/multi30k_demo.toml"
 TINY = [
@@ -27,6 +28,8 @@ TINY = [
     "model.num_decoder_layers=1",
     "model.d_ff=64",
     "train.max_steps=20",
+    "optim.warmup=5",
+    "train.log_every=5",
     "train.eval_every=10",
     "train.save_every=10",
     "train.progress=false",
@@ -61,6 +64,11 @@ def test_train_writes_checkpoint_metrics_results_heatmap(run_dir):
     assert results["sentences"] == 16 and len(results["samples"]) == 5
     png = run_dir / "cross_attention.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_draws_the_runs_validation_bleu(run_dir, tmp_path):
+    paths = plot_run(run_dir, tmp_path)
+    assert [p.name for p in paths] == ["loss.png", "lr.png", "bleu.png"]
 
 
 def test_final_is_the_mean_of_the_last_two_checkpoints(run_dir):

@@ -85,7 +85,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
     "finetune": ("fine-tune a GPT checkpoint as a classifier (Shakespeare vs KJV) against scratch",
                  "attnlab.finetune:cli", _finetune_args),
     "plot": ("draw loss, lr and BLEU curves of a run to PNG", "attnlab.tasks.commands:plot", _plot_args),
-    "demo": ("train the demo translator (or --pooling) and save its pictures", "attnlab.demo:cli", _demo_args),
+    "demo": ("train the demo translator (or --pooling) and save its pictures",
+             "attnlab.demo:cli", _demo_args),
 }
 
 

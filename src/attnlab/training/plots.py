@@ -11,6 +11,8 @@ from typing import Any
 
 from attnlab.training.metrics import read_metrics
 
+BLEU_KEYS = ("val_bleu", "bleu")  # eval-event keys drawn as the BLEU curve
+
 
 def _series(events: list[dict[str, Any]], event: str, key: str) -> tuple[list[int], list[float]]:
     points = [(e["step"], e[key]) for e in events if e.get("event") == event and key in e]
@@ -41,8 +43,8 @@ def _figure(
 
 def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
     """Draw ``loss.png`` (train loss, and validation loss when evaluated), ``lr.png`` and,
-    when eval events carry ``bleu``, ``bleu.png`` into ``out_dir`` (default
-    ``run_dir/plots``). Returns the written paths."""
+    when eval events carry ``val_bleu`` (the translation task's key) or ``bleu``, ``bleu.png``
+    into ``out_dir`` (default ``run_dir/plots``). Returns the written paths."""
     events = read_metrics(run_dir)
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "plots"
     train_steps, train_loss = _series(events, "train", "loss")
@@ -57,7 +59,10 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
     lr_steps, lr = _series(events, "train", "lr")
     if lr_steps:
         written.append(_figure("learning rate", "lr", [("lr", lr_steps, lr)], out / "lr.png"))
-    bleu_steps, bleu = _series(events, "eval", "bleu")
+    for key in BLEU_KEYS:  # the first one the run logged
+        bleu_steps, bleu = _series(events, "eval", key)
+        if bleu_steps:
+            break
     if bleu_steps:
         written.append(
             _figure("validation BLEU", "BLEU", [("bleu", bleu_steps, bleu)], out / "bleu.png")
