@@ -33,6 +33,7 @@ import os
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -80,6 +81,8 @@ class TorchTranslator(nn.Module):
         self.embed = nn.Embedding(c.src_vocab_size, c.d_model)  # shared src / tgt, tied output
         self.register_buffer("pe", sinusoids(c.max_len, c.d_model), persistent=False)
         self.dropout = nn.Dropout(c.dropout)
+        # nn.Transformer always asks its encoder for nested tensors, which norm_first disables
+        warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
         self.transformer = nn.Transformer(
             c.d_model, c.num_heads, c.num_encoder_layers, c.num_decoder_layers, c.ffn_dim,
             dropout=c.dropout, activation=c.activation, batch_first=True, norm_first=c.norm_first,

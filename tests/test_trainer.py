@@ -19,6 +19,7 @@ from attnlab.training import (
     list_checkpoints,
     warmup_cosine,
 )
+from attnlab.training.progress import TrainingProgress, planned_steps, steps_within_budget
 from training_toys import (  # noqa: F401 (one_thread is an autouse fixture)
     PAD,
     EpochShuffled,
@@ -249,7 +250,7 @@ def test_dataloader_batch_sampler_gets_set_epoch():
     sampler = EpochBatchSampler(6)
     loader = torch.utils.data.DataLoader(examples, batch_sampler=sampler)
     trainer = _trainer(make_model(), loader, max_epochs=2)
-    assert trainer._total_steps() == 6
+    assert planned_steps(trainer.config, loader) == 6
     result = trainer.fit()
     assert sampler.epochs_seen == [0, 1] and result.step == 6
 
@@ -295,19 +296,22 @@ def test_fresh_run_refuses_a_run_dir_holding_an_earlier_runs_checkpoints(tmp_pat
         _trainer(make_model(), data, tmp_path, save_every=2).fit()
 
 
-def test_time_budget_bounds_the_progress_bar_total(tmp_path):
-    class Bar:
-        total, refreshed = 10**6, 0
+def test_time_budget_bounds_the_progress_bar_total():
+    # 50 steps in 25 s = 2 steps/s; 75 s of a 100 s budget left -> 150 more steps
+    assert steps_within_budget(50, 50, 25.0, 100.0) == 200
+    assert steps_within_budget(50, 50, 120.0, 100.0) == 50  # over budget: no more steps
+    assert steps_within_budget(0, 0, 0.0, 100.0) is None  # no pace yet
+    progress = TrainingProgress(10**6, 0, enabled=False)
+    progress.bound_by_time(50, 50, 25.0, 100.0)
+    assert progress.bar.total == 200
+    progress.bound_by_time(50, 50, 0.001, 100.0)  # the budget would allow ~5e6: more than planned
+    assert progress.bar.total == 10**6
+    progress.close()
 
-        def refresh(self):
-            self.refreshed += 1
 
-    trainer = _trainer(
-        make_model(), make_batches(4, batch_size=2, seed=3),
-        max_time_s=100.0, max_epochs=None, max_steps=10**6,
-    )
-    trainer._start, trainer._start_step = 0.0, 0
-    trainer.state.step = 50
-    bar = Bar()
-    trainer._bound_total_by_time(bar, now=25.0)  # 2 steps/s, 75 s left -> 150 more steps
-    assert bar.total == 200 and bar.refreshed == 1
+def test_planned_steps_is_max_steps_or_the_epochs_steps():
+    config = TrainConfig(max_steps=100, max_epochs=3, grad_accum=2)
+    assert planned_steps(config, list(range(10))) == 15  # ceil(10 / 2) * 3
+    assert planned_steps(TrainConfig(max_steps=7, max_epochs=3), list(range(10))) == 7
+    assert planned_steps(TrainConfig(max_epochs=3), lambda epoch: iter(())) is None
+    assert planned_steps(TrainConfig(max_steps=9), lambda epoch: iter(())) == 9

@@ -163,7 +163,8 @@ def _fused_attention(
         mask = mask[None, :]  # (1, n_k)
     # Rows with every key blocked would give NaN inside the kernel: open them, then zero them.
     has_key = allowed_keys(mask).any(dim=-1, keepdim=True)  # (..., n_q, 1)
-    if mask.device.type == "cpu" and bool(has_key.all()):  # nothing to fix (a host sync: CPU only)
+    # Nothing to fix? Answering needs a host sync: only in eager mode on the CPU.
+    if not torch.compiler.is_compiling() and mask.device.type == "cpu" and bool(has_key.all()):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
     safe_mask = mask.masked_fill(~has_key, True if mask.dtype == torch.bool else 0.0)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout, scale=scale)

@@ -190,7 +190,7 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
     weights = torch.softmax(torch.where(allowed, scores, torch.finfo(scores.dtype).min), dim=dim)
     aligned = allowed[(None,) * (scores.dim() - allowed.dim())]  # same rank as scores, so dim fits
     has_key = aligned.any(dim=dim, keepdim=True)  # mask-sized: is any key allowed?
-    # Skipping this full pass when no row is fully blocked needs a host sync: CPU only.
-    if weights.device.type != "cpu" or not bool(has_key.all()):
+    # Skipping this full pass when no row is fully blocked needs a host sync: eager CPU only.
+    if torch.compiler.is_compiling() or weights.device.type != "cpu" or not bool(has_key.all()):
         weights = weights.masked_fill(~has_key, 0.0)
     return weights

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor, nn
 
 from attnlab.attention.multihead import KVCache
@@ -72,8 +73,11 @@ def check_length(name: str, length: int, config, limit_name: str = "max_len") ->
 
 
 def _unless_all_real(mask: Tensor | None) -> Tensor | None:
-    """Drop a padding mask with no padding: unmasked attention takes PyTorch's fastest kernel."""
-    return None if mask is None or bool(mask.all()) else mask
+    """Drop a padding mask with no padding: unmasked attention takes PyTorch's fastest kernel.
+    (Not under torch.compile: reading the mask's values would break the graph.)"""
+    if mask is None or torch.compiler.is_compiling():
+        return mask
+    return None if bool(mask.all()) else mask
 
 
 class Transformer(PretrainedModel):

@@ -30,7 +30,6 @@ from typing import Any, NoReturn
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
-from tqdm.auto import tqdm
 
 from attnlab.training import distributed as dist
 from attnlab.training.checkpoints import (
@@ -46,6 +45,7 @@ from attnlab.training.checkpoints import (
 )
 from attnlab.training.config import NonFiniteLossError, TrainConfig, TrainResult
 from attnlab.training.metrics import MetricsLog
+from attnlab.training.progress import TrainingProgress, planned_steps
 from attnlab.training.state import (
     TrainerState,
     restore_trainer_state,
@@ -134,20 +134,16 @@ class Trainer:
         self.model.train()
         self._last_saved_step = self._start_step = self.state.step
         self._start = time.perf_counter()
-        bar = tqdm(
-            total=self._total_steps(),
-            initial=self.state.step,
-            unit="step",
-            dynamic_ncols=True,
-            disable=not (self.is_main and cfg.progress),
+        self._progress = TrainingProgress(
+            planned_steps(cfg, self.train_data), self.state.step, enabled=self.is_main and cfg.progress
         )
         try:
-            stopped = self._run_epochs(bar)
+            stopped = self._run_epochs()
         except KeyboardInterrupt:
             stopped = "interrupted"
             self._save_interrupted()
         finally:
-            bar.close()
+            self._progress.close()
         if stopped not in ("interrupted", "early_stopping") and self.eval_fn is not None:
             if self._last_eval.get("step") != self.state.step:
                 self._evaluate()
@@ -172,18 +168,7 @@ class Trainer:
                 f"--run-dir (or delete the old one)"
             )
 
-    def _total_steps(self) -> int | None:
-        """For the progress bar's ETA: ``max_steps``, or the steps of ``max_epochs`` epochs
-        when the epoch's data has a length."""
-        cfg, per_epoch = self.config, None
-        if cfg.max_epochs is not None and not callable(self.train_data):
-            n = len(self.train_data) if hasattr(self.train_data, "__len__") else None
-            per_epoch = None if n is None else math.ceil(n / cfg.grad_accum) * cfg.max_epochs
-        if cfg.max_steps is None:
-            return per_epoch
-        return cfg.max_steps if per_epoch is None else min(cfg.max_steps, per_epoch)
-
-    def _run_epochs(self, bar) -> str:
+    def _run_epochs(self) -> str:
         cfg = self.config
         self._window = (time.perf_counter(), self.state.tokens_seen)
         if cfg.max_steps is not None and self.state.step >= cfg.max_steps:
@@ -196,8 +181,8 @@ class Trainer:
                 self._step(micro)
                 self._rng_at_step_start = None
                 steps += 1
-                bar.update(1)
-                if (stop := self._after_step(bar)) is not None:
+                self._progress.advance()
+                if (stop := self._after_step()) is not None:
                     return stop
             if steps == 0 and skip == 0:
                 raise ValueError(f"train_data produced no batches for epoch {self.state.epoch}")
@@ -275,10 +260,10 @@ class Trainer:
             "check the data, or clip gradients (clip_norm)."
         )
 
-    def _after_step(self, bar) -> str | None:
+    def _after_step(self) -> str | None:
         cfg, step = self.config, self.state.step
         if cfg.log_every and step % cfg.log_every == 0:
-            self._log(bar)
+            self._log()
         if cfg.eval_every and self.eval_fn is not None and step % cfg.eval_every == 0:
             if self._evaluate():
                 return "early_stopping"
@@ -292,18 +277,16 @@ class Trainer:
                 return "max_time"
         return None
 
-    def _log(self, bar) -> None:
+    def _log(self) -> None:
         now, (t0, tokens0) = time.perf_counter(), self._window
         tokens_per_s = (self.state.tokens_seen - tokens0) / max(now - t0, 1e-9)
         self._window = (now, self.state.tokens_seen)
-        self._bound_total_by_time(bar, now)
-        last = self._last
-        bar.set_postfix(
-            loss=f"{last['loss']:.4f}",
-            lr=f"{last['lr']:.2e}",
-            tok_s=f"{tokens_per_s:,.0f}",
-            epoch=self.state.epoch,
-            refresh=False,
+        elapsed, last = now - self._start, self._last
+        self._progress.bound_by_time(
+            self.state.step, self.state.step - self._start_step, elapsed, self.config.max_time_s
+        )
+        self._progress.show(
+            loss=last["loss"], lr=last["lr"], tokens_per_s=tokens_per_s, epoch=self.state.epoch
         )
         if self.metrics is not None:
             self.metrics.append(
@@ -312,21 +295,9 @@ class Trainer:
                     **last,
                     "epoch": self.state.epoch,
                     "tokens_per_s": tokens_per_s,
-                    "elapsed_s": now - self._start,
+                    "elapsed_s": elapsed,
                 }
             )
-
-    def _bound_total_by_time(self, bar, now: float) -> None:
-        """With ``max_time_s``, shrink the bar's total to the steps the time budget allows,
-        so its ETA counts down to the real end of training."""
-        budget, elapsed = self.config.max_time_s, now - self._start
-        done = self.state.step - self._start_step
-        if budget is None or done <= 0 or elapsed <= 0:
-            return
-        reachable = self.state.step + int(done / elapsed * max(budget - elapsed, 0.0))
-        limit = self._total_steps()
-        bar.total = reachable if limit is None else min(limit, reachable)
-        bar.refresh()
 
     # ----------------------------------------------------------------- evaluation
     def _evaluate(self) -> bool:
