@@ -184,7 +184,8 @@ def bench_decoding(args: argparse.Namespace) -> list[str]:
         return [f"(b) skipped: no checkpoint at {args.checkpoint} (train configs/multi30k_de_en.toml)"]
     model, src_tok, tgt_tok, recipe = load_translator(args.checkpoint)
     model.eval()
-    pairs = load_multi30k("test_2016_flickr", recipe.data.src_lang, recipe.data.tgt_lang)
+    data, ev = recipe["data"], recipe.get("eval", {})
+    pairs = load_multi30k("test_2016_flickr", data["src_lang"], data["tgt_lang"])
     if args.limit:
         pairs = pairs[: args.limit]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
@@ -198,7 +199,11 @@ def bench_decoding(args: argparse.Namespace) -> list[str]:
     for beam in (1, 5):
         start = time.perf_counter()
         with torch.inference_mode():
-            hyps = translate(model, src_tok, tgt_tok, sources, beam_size=beam, length_penalty=0.6)
+            hyps = translate(
+                model, src_tok, tgt_tok, sources, beam_size=beam,
+                length_penalty=ev.get("length_penalty", 0.6), batch_size=ev.get("batch_size", 64),
+                max_len_a=ev.get("max_len_a", 1.5), max_len_b=ev.get("max_len_b", 10),
+            )
         seconds[beam] = time.perf_counter() - start
         s = score(hyps, refs)
         name = "greedy" if beam == 1 else f"beam {beam}"
