@@ -1,30 +1,39 @@
 """nanoGPT's documented CPU run, attnlab against a plain-PyTorch reference, seed by seed (issue 5).
 
     ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/nanogpt_cpu.py --seeds 1337 1 2 3
+    ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/nanogpt_cpu.py --seeds 1337 1 2 3 \
+        --variants nanogpt-model learned-untied rope-untied
 
 nanoGPT's README trains its character model on tinyshakespeare on a CPU with 4 layers, 4 heads,
 d = 128, block 64, batch 12, 2,000 iterations, dropout 0, lr 1e-3 → 1e-4 (cosine, warmup 100),
 AdamW β = (0.9, 0.99), weight decay 0.1 on every 2-D parameter, clipping 1.0, and reports
 "a loss of only 1.88" — estimated on 20 random validation batches, so a noisy number.
 
-For every seed this script trains
+Everything that run sets is kept in ``configs/shakespeare_nanogpt_cpu.toml``; one choice it
+leaves to the model is attnlab's: rotary positions (RoPE) instead of a learned position table.
+For every seed this script trains the variants named by ``--variants``:
 
-* **attnlab**: ``attnlab train --config configs/shakespeare_nanogpt_cpu.toml`` (in-process,
-  ``train.seed = data.seed = SEED``), and
-* **reference**: the same recipe written here from ``torch.nn`` parts only (``nn.Linear``,
-  ``nn.LayerNorm(bias=False)``, ``F.scaled_dot_product_attention(is_causal=True)``, ``nn.GELU``,
-  tied embeddings, GPT-2 initialisation, ``torch.randint`` windows, nanoGPT's learning-rate
-  rule), seeded with the same SEED,
+* ``recipe``: ``attnlab train --config configs/shakespeare_nanogpt_cpu.toml`` as shipped
+  (in-process, ``train.seed = data.seed = SEED``);
+* ``nanogpt-model``: the same with nanoGPT's exact model (learned positions);
+* ``learned-untied`` / ``rope-untied``: an ablation with the output layer not tied to the
+  token embedding;
+* ``reference``: nanoGPT's exact model and recipe written here from ``torch.nn`` parts only
+  (``nn.Linear``, ``nn.LayerNorm(bias=False)``, ``F.scaled_dot_product_attention(is_causal=True)``,
+  ``nn.GELU``, tied embeddings, GPT-2 initialisation, ``torch.randint`` windows, nanoGPT's
+  learning-rate rule), seeded with the same SEED,
 
-and scores both the same way: the mean next-character loss over the **whole** validation
-split (the last 10 % of the text) in non-overlapping 64-character windows. The table shows
-each seed and the mean ± standard deviation over seeds — the spread is the yardstick for
-comparing with nanoGPT's single 20-batch figure.
+and scores all of them the same way: the mean next-character loss over the **whole**
+validation split (the last 10 % of the text) in non-overlapping 64-character windows. The
+table shows each seed and the mean ± standard deviation over seeds — the spread is the
+yardstick for comparing with nanoGPT's single 20-batch figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
 import statistics
@@ -44,6 +53,15 @@ from attnlab.tasks.language_model import train as attnlab_train
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "shakespeare_nanogpt_cpu.toml"
 LAYERS, HEADS, WIDTH, BLOCK, BATCH, ITERS = 4, 4, 128, 64, 12, 2000
 LR, MIN_LR, WARMUP, DECAY, BETAS, CLIP = 1e-3, 1e-4, 100, 0.1, (0.9, 0.99), 1.0
+LEARNED, ROPE = 'model.positional="learned"', 'model.positional="rope"'
+TIED, UNTIED = "model.tie_weights=true", "model.tie_weights=false"
+ATTNLAB_VARIANTS = {  # name → overrides of the shipped recipe
+    "recipe": [],
+    "nanogpt-model": [LEARNED, TIED],
+    "learned-untied": [LEARNED, UNTIED],
+    "rope-untied": [ROPE, UNTIED],
+}
+VARIANTS = (*ATTNLAB_VARIANTS, "reference")
 
 
 class Block(nn.Module):
@@ -138,34 +156,44 @@ def train_reference(text: str, seed: int) -> tuple[float, float]:
     return whole_split_loss(model, val_ids), seconds
 
 
-def train_attnlab(seed: int) -> tuple[float, float]:
-    recipe = load_recipe(RECIPE, [f"train.seed={seed}", f"data.seed={seed}", "train.progress=false"])
-    with tempfile.TemporaryDirectory() as run_dir:
-        attnlab_train(recipe, run_dir=run_dir)
+def train_attnlab(seed: int, overrides: list[str]) -> tuple[float, float]:
+    seeded = [f"train.seed={seed}", f"data.seed={seed}", "train.progress=false"]
+    recipe = load_recipe(RECIPE, [*overrides, *seeded])
+    with tempfile.TemporaryDirectory() as run_dir, contextlib.redirect_stdout(io.StringIO()):
+        attnlab_train(recipe, run_dir=run_dir)  # its own log would break the table
         results = json.loads((Path(run_dir) / "results.json").read_text())
     return results["val_loss"], results["wall_time_s"]
+
+
+def train_variant(name: str, text: str, seed: int) -> tuple[float, float]:
+    """(whole-split val loss, seconds) of one variant trained with one seed."""
+    if name == "reference":
+        return train_reference(text, seed)
+    return train_attnlab(seed, ATTNLAB_VARIANTS[name])
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[1337, 1, 2, 3])
+    p.add_argument("--variants", nargs="+", choices=VARIANTS, default=["recipe", "reference"])
     args = p.parse_args(argv)
     text = load_tinyshakespeare()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n", flush=True)
-    rows = {"attnlab": [], "reference": []}
-    print("| seed | attnlab val loss | reference val loss | attnlab s | reference s |")
-    print("|---:|---:|---:|---:|---:|")
+    losses: dict[str, list[float]] = {name: [] for name in args.variants}
+    print("| seed | " + " | ".join(f"{v} val loss | {v} s" for v in args.variants) + " |")
+    print("|---:|" + "---:|---:|" * len(args.variants))
     for seed in args.seeds:
-        ours, ours_s = train_attnlab(seed)
-        ref, ref_s = train_reference(text, seed)
-        rows["attnlab"].append(ours)
-        rows["reference"].append(ref)
-        print(f"| {seed} | {ours:.4f} | {ref:.4f} | {ours_s:.0f} | {ref_s:.0f} |", flush=True)
-    spread = {k: statistics.stdev(v) if len(v) > 1 else 0.0 for k, v in rows.items()}
-    print(
-        f"| mean ± sd | {statistics.mean(rows['attnlab']):.4f} ± {spread['attnlab']:.4f} | "
-        f"{statistics.mean(rows['reference']):.4f} ± {spread['reference']:.4f} | | |"
-    )
+        cells = []
+        for name in args.variants:
+            loss, seconds = train_variant(name, text, seed)
+            losses[name].append(loss)
+            cells.append(f"{loss:.4f} | {seconds:.0f}")
+        print(f"| {seed} | " + " | ".join(cells) + " |", flush=True)
+    summary = []
+    for values in losses.values():
+        spread = statistics.stdev(values) if len(values) > 1 else 0.0
+        summary.append(f"{statistics.mean(values):.4f} ± {spread:.4f} | ")
+    print(f"| mean ± sd, {len(args.seeds)} seeds | " + " | ".join(summary) + " |")
 
 
 if __name__ == "__main__":
