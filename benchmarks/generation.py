@@ -41,9 +41,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _timing  # noqa: E402
 
-from attnlab.config import GPTConfig, TransformerConfig  # noqa: E402
 from attnlab.generation import beam_search, greedy_search, sample  # noqa: E402
-from attnlab.models import GPT, Transformer  # noqa: E402
+from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig  # noqa: E402  # noqa: E402
 
 BOS, EOS = 1, 2
 

@@ -48,13 +48,13 @@ from torch import Tensor, nn
 
 from attnlab.data import load_tinyshakespeare
 from attnlab.tasks import load_recipe
-from attnlab.tasks.language_model import train as attnlab_train
+from attnlab.tasks import train as attnlab_train
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "shakespeare_nanogpt_cpu.toml"
 LAYERS, HEADS, WIDTH, BLOCK, BATCH, ITERS = 4, 4, 128, 64, 12, 2000
 LR, MIN_LR, WARMUP, DECAY, BETAS, CLIP = 1e-3, 1e-4, 100, 0.1, (0.9, 0.99), 1.0
 LEARNED, ROPE = 'model.positional="learned"', 'model.positional="rope"'
-TIED, UNTIED = "model.tie_weights=true", "model.tie_weights=false"
+TIED, UNTIED = "model.tie_output=true", "model.tie_output=false"
 ATTNLAB_VARIANTS = {  # name → overrides of the shipped recipe
     "recipe": [],
     "nanogpt-model": [LEARNED, TIED],

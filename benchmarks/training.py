@@ -36,6 +36,7 @@ import time
 import warnings
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -49,7 +50,7 @@ from attnlab.config import load_toml  # noqa: E402
 from attnlab.data import TokenBatchSampler, TranslationDataset, load_multi30k, train_bpe  # noqa: E402
 from attnlab.models import Transformer  # noqa: E402
 from attnlab.runtime import keep_freed_memory  # noqa: E402
-from attnlab.tasks.translation_recipe import parse_recipe  # noqa: E402
+from attnlab.tasks.translation_recipe import TranslationRecipe  # noqa: E402
 from attnlab.training import label_smoothed_cross_entropy, make_optimizer  # noqa: E402
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "multi30k_de_en.toml"
@@ -132,13 +133,13 @@ def training_steps(model, loss_fn, batches, pad_id: int, bf16: bool) -> Callable
 
 
 def load_batches(count: int):
-    recipe = parse_recipe(load_toml(RECIPE))
+    recipe = TranslationRecipe.from_dict(load_toml(RECIPE))
     pairs = load_multi30k("train", "de", "en")
     src_tok, tgt_tok = train_bpe([s for s, _ in pairs], [t for _, t in pairs], 8000, joint=True)
     data = TranslationDataset.from_pairs(pairs, src_tok, tgt_tok, max_len=recipe.data.max_len)
     sampler = TokenBatchSampler(data.lengths, recipe.data.max_tokens, seed=0)
     batches = [data.collate([data[i] for i in idx]) for idx in itertools.islice(sampler, count)]
-    config = recipe.model_config(src_tok.vocab_size, tgt_tok.vocab_size, tgt_tok.pad_id)
+    config = recipe.model.build(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, pad_id=tgt_tok.pad_id)
     return config, batches
 
 
@@ -177,14 +178,12 @@ def bench_training(args: argparse.Namespace) -> list[str]:
 
 
 def bench_decoding(args: argparse.Namespace) -> list[str]:
-    from attnlab.tasks.translation import score, translate
-    from attnlab.tasks.translation_recipe import load_translator
+    from attnlab.tasks.translation import Translator, checkpoint_decoding, score
 
     if not Path(args.checkpoint).exists():
         return [f"(b) skipped: no checkpoint at {args.checkpoint} (train configs/multi30k_de_en.toml)"]
-    model, src_tok, tgt_tok, recipe = load_translator(args.checkpoint)
-    model.eval()
-    data, ev = recipe["data"], recipe.get("eval", {})
+    translator, recipe = Translator.load(args.checkpoint)
+    data = recipe["data"]
     pairs = load_multi30k("test_2016_flickr", data["src_lang"], data["tgt_lang"])
     if args.limit:
         pairs = pairs[: args.limit]
@@ -199,11 +198,7 @@ def bench_decoding(args: argparse.Namespace) -> list[str]:
     for beam in (1, 5):
         start = time.perf_counter()
         with torch.inference_mode():
-            hyps = translate(
-                model, src_tok, tgt_tok, sources, beam_size=beam,
-                length_penalty=ev.get("length_penalty", 0.6), batch_size=ev.get("batch_size", 64),
-                max_len_a=ev.get("max_len_a", 1.5), max_len_b=ev.get("max_len_b", 10),
-            )
+            hyps = translator.translate(sources, replace(checkpoint_decoding(recipe), beam_size=beam))
         seconds[beam] = time.perf_counter() - start
         s = score(hyps, refs)
         name = "greedy" if beam == 1 else f"beam {beam}"

@@ -14,8 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.multihead import KVCache
-from attnlab.config import GPTConfig, TransformerConfig
-from attnlab.models import GPT, ModelCache, Transformer
+from attnlab.models import GPT, GPTConfig, ModelCache, Transformer, TransformerConfig
 
 PAD, BOS, EOS = 0, 1, 2
 VOCAB = 10  # content tokens 3..9
@@ -76,7 +75,7 @@ def tiny_gpt(
         num_heads=2,
         num_layers=2,
         positional=positional,
-        tie_weights=False,
+        tie_output=False,
     )
     model = GPT(config)
     with torch.no_grad():

@@ -14,8 +14,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from attnlab.analysis import attention_memory, flops
-from attnlab.config import GPTConfig, TransformerConfig
-from attnlab.models import GPT, Encoder, Transformer
+from attnlab.models import GPT, Encoder, GPTConfig, Transformer, TransformerConfig
 from attnlab.models.encoder import EncoderConfig
 
 BATCH = 2
@@ -100,7 +99,7 @@ def test_attention_terms_scale_as_the_complexity_tables() -> None:
         assert large[part] == 4 * small[part], part
     for part in ("qkv", "out_proj", "ffn", "lm_head"):
         assert large[part] == 2 * small[part], part
-    # Seed 000: QKᵀ costs n² d — here 2 FLOPs per multiply-add.
+    # Li (Transformer Part I): QKᵀ costs n² d — here 2 FLOPs per multiply-add.
     assert small["scores"] == 2 * 128 * 128 * 64
 
 

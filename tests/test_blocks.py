@@ -9,9 +9,21 @@ import torch
 from torch import nn
 
 from attnlab.attention.multihead import KVCache
-from attnlab.blocks import DecoderLayer, EncoderLayer
-from attnlab.layers import LayerNorm, RMSNorm
-from attnlab.stacks import EncoderDecoderStack, TransformerDecoderStack, TransformerEncoderStack
+from attnlab.modules import (
+    BlockConfig,
+    DecoderLayer,
+    EncoderDecoderStack,
+    EncoderLayer,
+    LayerNorm,
+    RMSNorm,
+    TransformerDecoderStack,
+    TransformerEncoderStack,
+)
+
+
+def block(d_model: int, num_heads: int, d_ff: int, **fields) -> BlockConfig:
+    """The layers' config: width, heads, feed-forward width and any other BlockConfig field."""
+    return BlockConfig(d_model=d_model, num_heads=num_heads, d_ff=d_ff, **fields)
 
 D, H, FF = 16, 4, 24
 
@@ -42,14 +54,16 @@ def _torch_pair(kind: str, norm_first: bool, dropout: float = 0.0, activation: s
     )
     ours_cls = EncoderLayer if kind == "encoder" else DecoderLayer
     ours = ours_cls(
-        D,
-        H,
-        FF,
-        dropout=dropout,
-        attention_dropout=dropout,
-        activation_dropout=dropout,
-        activation=activation,
-        norm_first=norm_first,
+        block(
+            D,
+            H,
+            FF,
+            dropout=dropout,
+            attn_dropout=dropout,
+            activation_dropout=dropout,
+            activation=activation,
+            norm_first=norm_first,
+        )
     )
     _copy_from_torch(ours, theirs)
     return ours, theirs
@@ -118,7 +132,7 @@ def test_dropout_placement_matches_torch_in_training(kind, norm_first):
 @pytest.mark.parametrize("kind", ["encoder", "decoder"])
 def test_dropout_only_in_training(kind):
     torch.manual_seed(1)
-    layer = (EncoderLayer if kind == "encoder" else DecoderLayer)(D, H, FF, dropout=0.5)
+    layer = (EncoderLayer if kind == "encoder" else DecoderLayer)(block(D, H, FF, dropout=0.5))
     x, memory = torch.randn(2, 5, D), torch.randn(2, 6, D)
     args = (x,) if kind == "encoder" else (x, memory)
     layer.train()
@@ -126,7 +140,7 @@ def test_dropout_only_in_training(kind):
     layer.eval()
     out = layer(*args)
     torch.testing.assert_close(layer(*args), out, rtol=0, atol=0)
-    no_dropout = (EncoderLayer if kind == "encoder" else DecoderLayer)(D, H, FF, dropout=0.0).eval()
+    no_dropout = (EncoderLayer if kind == "encoder" else DecoderLayer)(block(D, H, FF, dropout=0.0)).eval()
     no_dropout.load_state_dict(layer.state_dict())
     torch.testing.assert_close(no_dropout(*args), out, rtol=0, atol=0)
 
@@ -150,9 +164,7 @@ class ToyRotary(nn.Module):
 @pytest.mark.parametrize("rotary", [False, True])
 def test_decoder_layer_cache_step_by_step_equals_full(norm_first, rotary):
     torch.manual_seed(2)
-    layer = DecoderLayer(
-        D, H, FF, norm_first=norm_first, rotary=ToyRotary() if rotary else None
-    ).eval()
+    layer = DecoderLayer(block(D, H, FF, norm_first=norm_first), rotary=ToyRotary() if rotary else None).eval()
     x, memory = torch.randn(2, 6, D), torch.randn(2, 5, D)
     src_real = _padding([5, 2], 5)
     full = layer(x, memory, memory_mask=src_real)
@@ -168,7 +180,7 @@ def test_decoder_layer_cache_step_by_step_equals_full(norm_first, rotary):
 def test_causal_encoder_layer_cache_equals_full(norm_first):
     """EncoderLayer with is_causal and a KVCache is a decoder-only (GPT) block."""
     torch.manual_seed(12)
-    layer = EncoderLayer(D, H, FF, norm_first=norm_first, rotary=ToyRotary()).eval()
+    layer = EncoderLayer(block(D, H, FF, norm_first=norm_first), rotary=ToyRotary()).eval()
     x = torch.randn(2, 5, D)
     real = _padding([5, 5], 5)
     full = layer(x, real, is_causal=True)
@@ -183,7 +195,7 @@ def test_causal_encoder_layer_cache_equals_full(norm_first):
 
 def test_decoder_stack_cache_with_alibi_bias_and_target_padding():
     torch.manual_seed(3)
-    dec = TransformerDecoderStack(2, D, H, FF, norm_first=True).eval()
+    dec = TransformerDecoderStack.from_config(block(D, H, FF, norm_first=True), 2).eval()
     slopes = torch.tensor([2.0 ** (-8 * (h + 1) / H) for h in range(H)])
 
     def alibi(n_q, n_k):  # -m_h |i - j| with queries at the last n_q positions
@@ -212,7 +224,7 @@ def test_decoder_stack_cache_with_alibi_bias_and_target_padding():
 def test_attn_bias_is_added_to_the_scores():
     """Float64 recomputation of softmax(QKᵀ/√d_h + bias) V through the layer's own weights."""
     torch.manual_seed(4)
-    layer = EncoderLayer(D, H, FF, norm_first=True, dropout=0.0).double().eval()
+    layer = EncoderLayer(block(D, H, FF, norm_first=True, dropout=0.0)).double().eval()
     x = torch.randn(2, 5, D, dtype=torch.float64)
     bias = torch.randn(1, H, 5, 5, dtype=torch.float64)
     attn = layer.self_attn
@@ -228,7 +240,7 @@ def test_attn_bias_is_added_to_the_scores():
 
 def test_blocking_bias_equals_boolean_mask():
     torch.manual_seed(5)
-    layer = EncoderLayer(D, H, FF).eval()
+    layer = EncoderLayer(block(D, H, FF)).eval()
     x = torch.randn(2, 6, D)
     real = _padding([6, 3], 6)
     bias = torch.zeros(2, 1, 1, 6).masked_fill(~real[:, None, None, :], float("-inf"))
@@ -237,7 +249,7 @@ def test_blocking_bias_equals_boolean_mask():
 
 def test_mask_forms_agree_and_bad_shapes_raise():
     torch.manual_seed(6)
-    layer = EncoderLayer(D, H, FF).eval()
+    layer = EncoderLayer(block(D, H, FF)).eval()
     x = torch.randn(2, 6, D)
     real = _padding([6, 2], 6)
     expected = layer(x, real)
@@ -257,7 +269,7 @@ def test_mask_forms_agree_and_bad_shapes_raise():
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_return_weights_path_equals_fused_path(norm_first):
     torch.manual_seed(7)
-    dec = DecoderLayer(D, H, FF, norm_first=norm_first).eval()
+    dec = DecoderLayer(block(D, H, FF, norm_first=norm_first)).eval()
     x, memory = torch.randn(2, 4, D), torch.randn(2, 5, D)
     src_real = _padding([5, 2], 5)
     out, (self_w, cross_w) = dec(x, memory, memory_mask=src_real, return_weights=True)
@@ -270,7 +282,7 @@ def test_return_weights_path_equals_fused_path(norm_first):
 
 def test_encoder_decoder_stack_masks_hide_padding_and_future():
     torch.manual_seed(8)
-    stack = EncoderDecoderStack.build(2, 2, D, H, FF, norm_first=True).eval()
+    stack = EncoderDecoderStack.from_config(block(D, H, FF, norm_first=True), 2, 2).eval()
     src, tgt = torch.randn(2, 6, D), torch.randn(2, 5, D)
     src_real = _padding([6, 3], 6)
     out = stack(src, tgt, src_mask=src_real)
@@ -288,7 +300,7 @@ def test_encoder_decoder_stack_masks_hide_padding_and_future():
 
 def test_encode_decode_equals_forward_and_final_norms():
     torch.manual_seed(9)
-    stack = EncoderDecoderStack.build(1, 2, D, H, FF, norm="rmsnorm", norm_first=True).eval()
+    stack = EncoderDecoderStack.from_config(block(D, H, FF, norm="rmsnorm", norm_first=True), 1, 2).eval()
     assert isinstance(stack.encoder.norm, RMSNorm) and isinstance(stack.decoder.norm, RMSNorm)
     src, tgt = torch.randn(2, 6, D), torch.randn(2, 3, D)
     real_src, real_tgt = _padding([6, 4], 6), _padding([3, 2], 3)
@@ -299,26 +311,26 @@ def test_encode_decode_equals_forward_and_final_norms():
         rtol=0,
         atol=0,
     )
-    assert TransformerEncoderStack(2, D, H, FF).norm is None  # post-LN: none by default
-    assert isinstance(TransformerEncoderStack(2, D, H, FF, norm_first=True).norm, LayerNorm)
-    assert isinstance(TransformerEncoderStack(2, D, H, FF, final_norm=True).norm, LayerNorm)
-    assert len(TransformerDecoderStack(3, D, H, FF).layers) == 3
+    assert TransformerEncoderStack.from_config(block(D, H, FF), 2).norm is None  # post-LN: none by default
+    assert isinstance(TransformerEncoderStack.from_config(block(D, H, FF, norm_first=True), 2).norm, LayerNorm)
+    assert isinstance(TransformerEncoderStack.from_config(block(D, H, FF), 2, final_norm=True).norm, LayerNorm)
+    assert len(TransformerDecoderStack.from_config(block(D, H, FF), 3).layers) == 3
 
 
 def test_bad_inputs_raise_value_error():
     with pytest.raises(
         ValueError, match=r"num_heads must divide d_model, got d_model=16 and num_heads=5"
     ):
-        EncoderLayer(16, 5, 32)
+        EncoderLayer(block(16, 5, 32))
     with pytest.raises(ValueError, match=r"activation must be one of .*got 'sigmoid'"):
-        DecoderLayer(16, 4, 32, activation="sigmoid")
+        DecoderLayer(block(16, 4, 32, activation="sigmoid"))
     with pytest.raises(ValueError, match=r"norm must be one of .*got 'batch'"):
-        EncoderLayer(16, 4, 32, norm="batch")
+        EncoderLayer(block(16, 4, 32, norm="batch"))
     with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.0"):
-        EncoderLayer(16, 4, 32, dropout=1.0)
+        EncoderLayer(block(16, 4, 32, dropout=1.0))
     with pytest.raises(ValueError, match=r"num_layers must be > 0, got 0"):
-        TransformerEncoderStack(0, 16, 4, 32)
-    layer = DecoderLayer(16, 4, 32)
+        TransformerEncoderStack.from_config(block(16, 4, 32), 0)
+    layer = DecoderLayer(block(16, 4, 32))
     with pytest.raises(ValueError, match=r"x has width 12 but d_model is 16"):
         layer(torch.randn(2, 3, 12), torch.randn(2, 4, 16))
     with pytest.raises(ValueError, match=r"memory has width 8 but d_model is 16"):
@@ -328,8 +340,8 @@ def test_bad_inputs_raise_value_error():
     with pytest.raises(
         ValueError, match=r"x must have 3 dimensions \(B, n, d_model\), got shape \(3, 16\)"
     ):
-        EncoderLayer(16, 4, 32)(torch.randn(3, 16))
+        EncoderLayer(block(16, 4, 32))(torch.randn(3, 16))
     with pytest.raises(ValueError, match=r"cache must be a pair \(self_cache, cross_cache\)"):
         layer(torch.randn(2, 3, 16), torch.randn(2, 4, 16), cache=KVCache())
     with pytest.raises(ValueError, match=r"tgt has batch size 3 but src has batch size 2"):
-        EncoderDecoderStack.build(1, 1, 16, 4, 32)(torch.randn(2, 4, 16), torch.randn(3, 4, 16))
+        EncoderDecoderStack.from_config(block(16, 4, 32), 1, 1)(torch.randn(2, 4, 16), torch.randn(3, 4, 16))

@@ -1,4 +1,4 @@
-"""GPTForSequenceClassification and the fine-tune-vs-scratch runner (GPT-1 transfer, seed 004).
+"""GPTForSequenceClassification and the fine-tune-vs-scratch runner (GPT-1 transfer, Ba (CSC413 Lecture 8)).
 
 References: padding invariance and a float64 recomputation for pooling; GPT-1 eq. 5 rebuilt
 from the plain LM logits row by row; a binomial bound for "better than chance"; the saved
@@ -15,8 +15,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnlab.checkpoint import latest_checkpoint
 from attnlab.cli import build_parser
-from attnlab.config import GPTConfig, TransformerConfig
 from attnlab.data import kjv
 from attnlab.data.classification import (
     ShakespeareKJVConfig,
@@ -25,16 +25,16 @@ from attnlab.data.classification import (
     shakespeare_vs_kjv,
 )
 from attnlab.data.tokenizers import CharTokenizer
-from attnlab.finetune import (
+from attnlab.models import GPTConfig, TransformerConfig
+from attnlab.models.classifier import GPTClassifierConfig, GPTForSequenceClassification
+from attnlab.models.gpt import GPT
+from attnlab.models.transformer import Transformer
+from attnlab.tasks.finetune import (
     FinetuneConfig,
     FinetuneRecipe,
     accuracy,
     run_finetune,
 )
-from attnlab.models.classifier import GPTClassifierConfig, GPTForSequenceClassification
-from attnlab.models.gpt import GPT
-from attnlab.models.transformer import Transformer
-from attnlab.training.checkpoints import latest_checkpoint
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHAKESPEARE = Path(os.environ.get("ATTNLAB_DATA") or SHARED_DATA) / "tinyshakespeare" / "input.txt"
@@ -108,7 +108,7 @@ def test_gradients_reach_body_and_head():
     _, idx, lengths = ragged_batch(3)
     loss, _ = clf.loss(idx, torch.tensor([0, 1, 2, 0]), lengths, lm_weight=0.5)
     loss.backward()
-    for name in ("head.weight", "head.bias", "gpt.tok_embed.weight", "gpt.layers.0.ffn.w1.weight"):
+    for name in ("head.weight", "head.bias", "gpt.tok_embed.weight", "gpt.decoder.layers.0.ffn.w1.weight"):
         grad = dict(clf.named_parameters())[name].grad
         assert grad is not None and grad.abs().sum() > 0, name
 
@@ -210,7 +210,7 @@ def test_finetune_vs_scratch_end_to_end(pretrained, tmp_path):
     tuned = GPTForSequenceClassification.from_pretrained(latest_checkpoint(tmp_path / "pretrained"))
     start = GPT.from_pretrained(checkpoint).state_dict()
     moved = [k for k, v in tuned.gpt.state_dict().items() if not torch.equal(v, start[k])]
-    body = {"tok_embed.weight", "layers.0.ffn.w1.weight", "layers.1.self_attn.in_proj.weight"}
+    body = {"tok_embed.weight", "decoder.layers.0.ffn.w1.weight", "decoder.layers.1.self_attn.in_proj.weight"}
     assert body <= set(moved)
     assert tuned.head.bias.abs().sum() > 0  # initialised to zeros
     tok = CharTokenizer.load(latest_checkpoint(tmp_path / "pretrained"))  # saved with it

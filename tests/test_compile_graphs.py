@@ -6,8 +6,7 @@ import pytest
 import torch
 import torch._dynamo
 
-from attnlab.config import GPTConfig, TransformerConfig
-from attnlab.models import GPT, Transformer
+from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig
 
 
 def _translator(positional: str = "sinusoidal") -> Transformer:

@@ -14,13 +14,11 @@ from safetensors import safe_open
 from attnlab.checkpoint import atomic_directory, load_state, save_pretrained
 from attnlab.config import (
     Config,
-    GPTConfig,
-    TransformerConfig,
     from_dict,
     load_toml,
     parse_override,
 )
-from attnlab.models import GPT, Transformer, load_pretrained
+from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig, load_pretrained
 
 
 def tiny_gpt(**kw) -> GPT:
@@ -188,7 +186,7 @@ def test_wrong_model_type_or_shapes_are_refused(tmp_path):
     config = json.loads((tmp_path / "g" / "config.json").read_text())
     config["num_layers"] = 3  # the weights hold only 2 layers
     (tmp_path / "g" / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"does not match GPT: missing \['layers.2.ffn.w1.bias'"):
+    with pytest.raises(ValueError, match=r"does not match GPT: missing \['decoder.layers.2.ffn.w1.bias'"):
         GPT.from_pretrained(tmp_path / "g")
     config["num_layers"], config["d_model"] = 2, 32
     (tmp_path / "g" / "config.json").write_text(json.dumps(config))

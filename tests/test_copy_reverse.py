@@ -10,8 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.config import TransformerConfig
-from attnlab.models import Transformer
+from attnlab.models import Transformer, TransformerConfig
 
 PAD, BOS, EOS, FIRST, VOCAB = 0, 1, 2, 3, 13  # symbols 3..12
 MIN_LEN, MAX_LEN = 3, 8

@@ -1,4 +1,4 @@
-"""self_attention and scaled_dot_product_attention (issue 2, items 4-5; seed 000).
+"""self_attention and scaled_dot_product_attention (issue 2, items 4-5; Li (Transformer Part I)).
 
 References: float64 numpy recomputations of softmax(XXᵀ)X and softmax(QKᵀ/√d + M)V,
 torch.nn.functional.scaled_dot_product_attention, and properties that must hold.
@@ -113,7 +113,7 @@ def test_self_attention_is_softmax_xxt_x(shape, dtype):
 
 
 def test_self_attention_outputs_are_convex_combinations_of_inputs():
-    """Seed 000: each output token lies in the convex hull of the inputs (per coordinate)."""
+    """Li (Transformer Part I): each output token lies in the convex hull of the inputs (per coordinate)."""
     x = torch.randn(7, 3, dtype=torch.float64)
     y = self_attention(x)
     assert (y <= x.max(0).values + 1e-12).all() and (y >= x.min(0).values - 1e-12).all()

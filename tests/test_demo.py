@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from attnlab.cli import build_parser
-from attnlab.demo import DEMO_RECIPE, find_recipe, run_pooling_demo
+from attnlab.labs.demo import DEMO_RECIPE, find_recipe, run_pooling_demo
 from attnlab.tasks import load_recipe
-from attnlab.tasks.translation_recipe import parse_recipe
+from attnlab.tasks.translation_recipe import TranslationRecipe
 
 ROOT = Path(__file__).resolve().parents[1]
 MULTI30K = Path(os.environ.get("ATTNLAB_DATA", ROOT.parent / "shared" / "data")) / "multi30k"
@@ -27,7 +27,7 @@ DEMO_BLEU_FLOOR = 33.0
 def test_demo_recipe_is_found_and_valid():
     path = find_recipe()
     assert path.name == DEMO_RECIPE and path.is_file()
-    recipe = parse_recipe(load_recipe(path))
+    recipe = TranslationRecipe.from_dict(load_recipe(path))
     assert recipe.data.src_lang == "de" and recipe.data.tgt_lang == "en"
     assert recipe.train.max_time_s is not None and recipe.train.max_time_s <= 600  # 15-minute demo
     assert recipe.eval.sample_count == 5 and recipe.eval.test_split == "test_2016_flickr"
@@ -58,7 +58,7 @@ def test_demo_translator_reaches_measured_bleu_floor(tmp_path):
     out = tmp_path / "demo"
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     proc = subprocess.run(
-        [sys.executable, "-m", "attnlab.demo", "--out", str(out)],
+        [sys.executable, "-m", "attnlab.labs.demo", "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, check=True,
     )
     results = json.loads((out / "results.json").read_text())

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.config import GPTConfig
-from attnlab.models import GPT
+from attnlab.models import GPT, GPTConfig
 from attnlab.positional import POSITIONAL_KINDS, LearnedPositionalEmbedding, RelativePositionBias
 
 V = 19
@@ -80,7 +79,7 @@ def test_attention_weights_are_causal_distributions():
 def test_weight_tying_and_block_size():
     model = make()
     assert model.head.weight is model.tok_embed.weight and model.block_size == 16
-    untied = make(tie_weights=False)
+    untied = make(tie_output=False)
     assert untied.head.weight is not untied.tok_embed.weight
     assert untied.num_parameters() == model.num_parameters() + V * 32
 

@@ -4,10 +4,15 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.blocks import DecoderLayer, EncoderLayer
 from attnlab.interop import from_torch
 from attnlab.interop.transformer import from_torch_transformer
-from attnlab.stacks import EncoderDecoderStack, TransformerDecoderStack, TransformerEncoderStack
+from attnlab.modules import (
+    DecoderLayer,
+    EncoderDecoderStack,
+    EncoderLayer,
+    TransformerDecoderStack,
+    TransformerEncoderStack,
+)
 
 D, H, FF, B, S, T = 32, 4, 48, 3, 7, 5
 TOL = dict(rtol=1e-5, atol=1e-5)

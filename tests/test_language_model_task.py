@@ -14,9 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.cli import main
-from attnlab.config import TransformerConfig
 from attnlab.data import CharTokenizer, Tokenizer, load_tinyshakespeare, load_tokenizer
-from attnlab.models import GPT, Transformer
+from attnlab.models import GPT, Transformer, TransformerConfig
 from attnlab.tasks.language_model import LMRecipe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,7 +167,7 @@ def test_nanogpt_cpu_recipe_keeps_every_setting_of_nanogpts_run() -> None:
     assert (t.max_steps, t.clip_norm, t.bf16) == (2000, 1.0, False)
     assert (o.lr, o.min_lr, o.warmup, o.decay_steps) == (1e-3, 1e-4, 100, 2000)
     assert (o.weight_decay, o.decay_embeddings, list(o.betas)) == (0.1, True, [0.9, 0.99])
-    assert m.tie_weights and m.positional == "rope"  # attnlab's one choice
+    assert m.tie_output and m.positional == "rope"  # attnlab's one choice
 
 
 def _losses(run_dir: Path) -> dict[int, float]:

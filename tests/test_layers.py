@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.layers import FeedForward, LayerNorm, RMSNorm, layer_norm, make_norm, rms_norm
+from attnlab.modules import FeedForward, LayerNorm, RMSNorm, layer_norm, make_norm, rms_norm
 
 SHAPES = [(7,), (3, 16), (2, 5, 33), (2, 3, 4, 8)]
 EPS = [1e-5, 1e-2, 0.5]

@@ -1,6 +1,6 @@
-"""Mask helpers and the masked softmax (issue 2, item 3; seed 000 "Attention Masks").
+"""Mask helpers and the masked softmax (issue 2, item 3; Li (Transformer Part I) "Attention Masks").
 
-References: numpy / float64 recomputations of seed 000's 0 / −∞ matrices, torch.tril, and
+References: numpy / float64 recomputations of Li's (Transformer Part I) 0 / −∞ matrices, torch.tril, and
 PyTorch's own nn.MultiheadAttention for the polarity converters.
 """
 
@@ -55,7 +55,7 @@ def test_causal_mask_square_is_lower_triangle(n):
     mask = causal_mask(n)
     assert mask.dtype == torch.bool and mask.shape == (n, n)
     assert torch.equal(mask, torch.tril(torch.ones(n, n)).bool())
-    # seed 000: M_ij = 0 for j <= i, -inf for j > i
+    # Li (Transformer Part I): M_ij = 0 for j <= i, -inf for j > i
     i, j = np.indices((n, n))
     assert np.array_equal(to_additive(mask).numpy(), np.where(j <= i, 0.0, -np.inf))
 
@@ -119,7 +119,7 @@ def test_combine_bool_masks_is_logical_and_with_broadcasting():
 
 
 def test_combine_bool_and_float_is_sum_of_additive_masks():
-    """Seed 000: softmax(S + M^causal + M^pad) — bool masks become 0/−∞ and add to float ones."""
+    """Li (Transformer Part I): softmax(S + M^causal + M^pad) — bool masks become 0/−∞ and add to float ones."""
     bias = torch.randn(4, 4, dtype=torch.float64)  # a finite additive mask (e.g. a position bias)
     pad = torch.tensor([True, True, True, False])[None, None, None, :]  # (1, 1, 1, 4)
     got = combine_masks(causal_mask(4), bias, pad)

@@ -1,4 +1,4 @@
-"""MultiHeadAttention and its KV cache (issue 2, item 6; seed 000 "Multi-head Attention").
+"""MultiHeadAttention and its KV cache (issue 2, item 6; Li (Transformer Part I) "Multi-head Attention").
 
 References: a float64 head-by-head recomputation of [H_1, …, H_H] W_o from the module's
 parameters, full (uncached) recomputation for the cache, and properties that must hold.
@@ -54,7 +54,7 @@ def projections(mha: MultiHeadAttention):
 
 
 def reference_mha(mha, x, memory=None, value=None, additive=None):
-    """Seed 000: H_h = softmax(Q_h K_hᵀ/√d_h + M) V_h; Y = [H_1, …, H_H] W_o. float64, per head."""
+    """Li (Transformer Part I): H_h = softmax(Q_h K_hᵀ/√d_h + M) V_h; Y = [H_1, …, H_H] W_o. float64, per head."""
     x = x.double().numpy()
     memory = x if memory is None else memory.double().numpy()
     value = memory if value is None else value.double().numpy()
@@ -196,7 +196,7 @@ def test_property_blocked_keys_never_change_the_output(n_k, seed, explicit, cros
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 8), seed=st.integers(0, 2**16))
 def test_property_permuting_tokens_permutes_outputs(n, seed):
-    """Without positions, self-attention is permutation equivariant (seed 001: why PE exists)."""
+    """Without positions, self-attention is permutation equivariant (Steinert-Threlkeld (Transformers I): why PE exists)."""
     mha = make_mha(8, 2, seed=seed % 5)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(2, n, 8, generator=g)

@@ -7,8 +7,7 @@ import math
 import pytest
 import torch
 
-from attnlab.config import TransformerConfig
-from attnlab.models import Transformer
+from attnlab.models import Transformer, TransformerConfig
 from attnlab.positional import POSITIONAL_KINDS, LearnedPositionalEmbedding, RelativePositionBias
 
 V, PAD = 13, 0

@@ -10,12 +10,11 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.config import GPTConfig
 from attnlab.data import load_multi30k, load_tokenizers
-from attnlab.models import GPT, Transformer
+from attnlab.models import GPT, GPTConfig, Transformer
 from attnlab.tasks import load_recipe
 from attnlab.tasks.translation import translate
-from attnlab.tasks.translation_recipe import parse_recipe
+from attnlab.tasks.translation_recipe import TranslationRecipe
 from attnlab.training import plot_run
 
 DEMO = "configs/multi30k_demo.toml"
@@ -126,25 +125,25 @@ def test_evaluate_reads_the_pair_and_prints_signatures(run_dir, capsys, monkeypa
 
 def test_unknown_recipe_key_is_named():
     with pytest.raises(ValueError, match="d_modle"):
-        parse_recipe(load_recipe(DEMO, ["model.d_modle=64"]))
+        TranslationRecipe.from_dict(load_recipe(DEMO, ["model.d_modle=64"]))
     with pytest.raises(ValueError, match="beam_sise"):
-        parse_recipe(load_recipe(DEMO, ["eval.beam_sise=4"]))
+        TranslationRecipe.from_dict(load_recipe(DEMO, ["eval.beam_sise=4"]))
     with pytest.raises(ValueError, match="src_vocab_size"):
-        parse_recipe(load_recipe(DEMO, ["model.src_vocab_size=100"]))
+        TranslationRecipe.from_dict(load_recipe(DEMO, ["model.src_vocab_size=100"]))
     with pytest.raises(ValueError, match="qualiy"):
-        parse_recipe(load_recipe(DEMO, ["qualiy.x=1"]))
+        TranslationRecipe.from_dict(load_recipe(DEMO, ["qualiy.x=1"]))
 
 
 def test_contradicting_recipe_settings_fail():
     with pytest.raises(ValueError, match="eval.val_bleu"):
-        parse_recipe(load_recipe(DEMO, ["eval.val_bleu=false"]))  # metric is val_bleu
+        TranslationRecipe.from_dict(load_recipe(DEMO, ["eval.val_bleu=false"]))  # metric is val_bleu
     with pytest.raises(ValueError, match="keep_last_k"):
-        parse_recipe(load_recipe(DEMO, ["eval.average_last=9", "train.keep_last_k=3"]))
+        TranslationRecipe.from_dict(load_recipe(DEMO, ["eval.average_last=9", "train.keep_last_k=3"]))
 
 
 @pytest.mark.parametrize("name", ["multi30k_de_en", "multi30k_en_de", "multi30k_demo"])
 def test_shipped_recipes_parse(name):
-    recipe = parse_recipe(load_recipe(f"configs/{name}.toml"))
+    recipe = TranslationRecipe.from_dict(load_recipe(f"configs/{name}.toml"))
     pair = (recipe.data.src_lang, recipe.data.tgt_lang)
     assert pair == (("en", "de") if name.endswith("en_de") else ("de", "en"))
     assert recipe.train.bf16 and recipe.optim.label_smoothing == 0.1

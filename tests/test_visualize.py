@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnlab import cli
-from attnlab.demos.pooling import fit_all, make_data
+from attnlab.labs.pooling import fit_all, make_data
 from attnlab.visualize import plot_attention, plot_attention_heads
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

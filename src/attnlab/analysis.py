@@ -1,10 +1,11 @@
 """Forward FLOPs and attention-matrix memory of attnlab models, layer by layer.
 
-The seeds' complexity tables, made exact: seed 000 ("Complexity of Attention": the score
-matrix ``S = QKᵀ`` costs O(n²d), the weighted sum ``softmax(S) V`` O(n²d), and the n × n
-scores take O(n²) memory per head), seed 003 ("Why Self-Attention?": O(n²d) per
-self-attention layer against O(nd²) per recurrent layer) and seed 004 ("Computational Cost
-and Parallelism": a Transformer costs t²·k per layer to train and to test).
+The lectures' complexity tables, made exact: Li (Transformer Part I), "Complexity of
+Attention" (the score matrix ``S = QKᵀ`` costs O(n²d), the weighted sum ``softmax(S) V``
+O(n²d), and the n × n scores take O(n²) memory per head); Hasegawa-Johnson (ECE 417 Lecture
+21), "Why Self-Attention?" (O(n²d) per self-attention layer against O(nd²) per recurrent
+layer); and Ba (CSC413 Lecture 8), "Computational Cost and Parallelism" (a Transformer costs
+t²·k per layer to train and to test).
 
 **Convention.** Matrix multiplications only, 2 FLOPs per multiply-add (an ``(m × k)·(k × n)``
 product costs ``2mkn``) — the convention of ``torch.utils.flop_counter.FlopCounterMode``,
@@ -37,8 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnlab.config import GPTConfig, TransformerConfig
-from attnlab.models.encoder import EncoderConfig
+from attnlab.models import EncoderConfig, GPTConfig, TransformerConfig
 from attnlab.validation import check_positive
 
 PARTS = ("qkv", "scores", "weighted_values", "out_proj", "ffn", "lm_head")
@@ -167,7 +167,7 @@ def flops(
         raise ValueError(f"seq_len must be an int for {type(config).__name__}, got {seq_len!r}")
     _check_lengths(seq_len)
     if isinstance(config, GPTConfig):
-        layers = _layers("layers", config.num_layers, seq_len, None, config, b)
+        layers = _layers("decoder.layers", config.num_layers, seq_len, None, config, b)
         return FlopReport(layers, 2 * b * seq_len * d * config.vocab_size)
     return FlopReport(_layers("encoder.layers", config.num_layers, seq_len, None, config, b), 0)
 
@@ -176,7 +176,7 @@ def attention_memory(
     config: TransformerConfig | GPTConfig | EncoderConfig, seq_len: int | tuple[int, int],
     *, batch_size: int = 1, bytes_per_element: int = 4,
 ) -> int:
-    """Bytes of the largest attention matrix ``B · H · n_q · n_k`` (O(H n²), seed 000)."""
+    """Bytes of the largest attention matrix ``B · H · n_q · n_k`` (O(H n²), Li (Transformer Part I))."""
     check_positive("bytes_per_element", bytes_per_element)
     return flops(config, seq_len, batch_size=batch_size).attention_elements * bytes_per_element
 

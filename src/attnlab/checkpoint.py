@@ -1,11 +1,18 @@
-"""Checkpoint directories: ``model.safetensors`` + ``config.json`` (+ extras), written atomically.
+"""Checkpoints: one directory each, written atomically, loaded without unpickling anything.
 
-Layout (DESIGN.md "Checkpoints")::
+Layout (docs/design.md, "Checkpoints")::
 
     checkpoint/
       model.safetensors   weights (safetensors: plain tensors, loading runs no code)
       config.json         the model config plus "model_type"
-      ...                 extra files: tokenizer.json, trainer.pt, ...
+      ...                 extra files: tokenizer.json, recipe.json, trainer.pt, ...
+
+A training run keeps its checkpoints in one run directory::
+
+    run_dir/
+      metrics.jsonl                 one JSON object per log / eval event
+      checkpoints/step_00001000/    a checkpoint with trainer.pt (optimizer, scheduler, RNG, step)
+      best/                         the checkpoint with the best validation metric
 
 :func:`atomic_directory` writes everything into a temporary sibling directory and swaps it
 into place only when the block finishes, so a crash or an exception mid-write leaves the
@@ -21,9 +28,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +44,7 @@ from attnlab.validation import shape_str
 
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
+ExtraFiles = Mapping[str, "str | Path | bytes"]  # file name -> contents, or a file to copy
 
 
 @contextlib.contextmanager
@@ -113,7 +122,7 @@ def save_pretrained(
     model: nn.Module,
     directory: str | Path,
     *,
-    extra: Mapping[str, str | Path | bytes] | None = None,
+    extra: ExtraFiles | None = None,
 ) -> Path:
     """Save ``model`` (which has ``config`` with ``to_dict()`` and ``model_type``) to ``directory``.
 
@@ -133,7 +142,7 @@ def save_pretrained(
     return Path(directory)
 
 
-def write_extra(directory: Path, extra: Mapping[str, str | Path | bytes] | None) -> None:
+def write_extra(directory: Path, extra: ExtraFiles | None) -> None:
     """Write ``extra`` files into ``directory``: bytes are written, paths copied."""
     for name, content in (extra or {}).items():
         if name in (WEIGHTS_NAME, CONFIG_NAME) or Path(name).name != name:
@@ -209,8 +218,26 @@ def load_state(
     return config, state
 
 
+def upgrade_weight_names(model: nn.Module, state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """``state`` with weights saved under names the model has since changed renamed.
+
+    Any submodule may list them as ``renamed_weights = {old prefix: new prefix}`` (relative to
+    itself), so checkpoints written before a module was restructured still load."""
+    state = dict(state)
+    for path, module in model.named_modules():
+        prefix = f"{path}." if path else ""
+        for old, new in getattr(module, "renamed_weights", {}).items():
+            for key in [k for k in state if k.startswith(prefix + old)]:
+                state[prefix + new + key[len(prefix + old) :]] = state.pop(key)
+    return state
+
+
 def load_into(model: nn.Module, state: Mapping[str, Tensor], source: str | Path) -> None:
-    """``model.load_state_dict(state)`` strictly; a mismatch names ``source``, keys and shapes."""
+    """``model.load_state_dict(state)`` strictly; a mismatch names ``source``, keys and shapes.
+
+    Weights under names from before a restructuring are renamed first
+    (:func:`upgrade_weight_names`)."""
+    state = upgrade_weight_names(model, state)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -230,3 +257,94 @@ def load_into(model: nn.Module, state: Mapping[str, Tensor], source: str | Path)
             f"checkpoint {source} does not match {type(model).__name__}: " + "; ".join(problems)
         )
     model.load_state_dict(state, strict=True)
+
+
+# --------------------------------------------------------------- a training run's checkpoints
+TRAINER_NAME = "trainer.pt"
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+SaveFn = Callable[[nn.Module, Path, ExtraFiles], object]
+
+
+def checkpoint_path(run_dir: str | Path, step: int) -> Path:
+    """``run_dir/checkpoints/step_{step:08d}``."""
+    return Path(run_dir) / "checkpoints" / f"step_{step:08d}"
+
+
+def is_checkpoint(directory: Path) -> bool:
+    """A complete training checkpoint: weights, config and trainer state present."""
+    return all((directory / n).is_file() for n in (WEIGHTS_NAME, CONFIG_NAME, TRAINER_NAME))
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """The complete ``step_*`` checkpoints of a run, oldest first."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [
+        (int(m.group(1)), d)
+        for d in root.iterdir()
+        if (m := _STEP_DIR.match(d.name)) and d.is_dir() and is_checkpoint(d)
+    ]
+    return [d for _, d in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint of a run, or ``None``."""
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def resolve_resume(path: str | Path) -> Path:
+    """A checkpoint directory to resume from: ``path`` itself when it is one, else the
+    newest checkpoint of the run directory ``path``."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"resume path {path} does not exist")
+    if is_checkpoint(path):
+        return path
+    latest = latest_checkpoint(path)
+    if latest is None:
+        raise FileNotFoundError(
+            f"resume path {path} is neither a checkpoint (with {WEIGHTS_NAME}, {CONFIG_NAME}, "
+            f"{TRAINER_NAME}) nor a run directory holding checkpoints/step_*"
+        )
+    return latest
+
+
+def prune_checkpoints(run_dir: str | Path, keep_last_k: int) -> list[Path]:
+    """Delete all but the newest ``keep_last_k`` step checkpoints (0 keeps all); returns
+    the deleted paths."""
+    if keep_last_k <= 0:
+        return []
+    old = list_checkpoints(run_dir)[:-keep_last_k]
+    for d in old:
+        shutil.rmtree(d, ignore_errors=True)
+    return old
+
+
+def default_save_fn(model: nn.Module, directory: Path, extra: ExtraFiles) -> None:
+    """Write ``model`` with :func:`attnlab.checkpoint.save_pretrained` (the model needs a
+    ``config`` with ``to_dict()``), adding the ``extra`` files, all atomically."""
+    save_pretrained(model, directory, extra=extra)
+
+
+def write_checkpoint(
+    directory: Path,
+    model: nn.Module,
+    trainer_pt: bytes,
+    files: ExtraFiles | None = None,
+    save_fn: SaveFn = default_save_fn,
+) -> Path:
+    """Write one checkpoint directory: the model, ``files`` (e.g. tokenizer files) and
+    ``trainer.pt`` (already serialised), atomically through ``save_fn``."""
+    extra = dict(files or {})
+    extra[TRAINER_NAME] = trainer_pt
+    save_fn(model, Path(directory), extra)
+    return Path(directory)
+
+
+def load_model_weights(model: nn.Module, directory: str | Path) -> None:
+    """Load a checkpoint's ``model.safetensors`` into ``model`` (strict; safetensors only)."""
+    _, state = load_state(directory)
+    load_into(model, state, directory)

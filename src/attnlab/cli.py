@@ -25,6 +25,11 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", default=None, help="output directory (default: runs/<config name>)")
     p.add_argument("--resume", default=None, help="checkpoint or run directory to continue exactly")
     p.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
+    _device_arg(p)
+
+
+def _device_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:1, mps (default cpu)")
 
 
 def _translate_args(p: argparse.ArgumentParser) -> None:
@@ -33,6 +38,7 @@ def _translate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha")
     p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
     p.add_argument("--max-len", type=int, default=None, help="longest output in tokens")
+    _device_arg(p)
 
 
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
@@ -41,6 +47,7 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=5, help="beam size for translation (default 5)")
     p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha")
     p.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
+    _device_arg(p)
 
 
 def _generate_args(p: argparse.ArgumentParser) -> None:
@@ -51,6 +58,7 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=int, default=200)
     p.add_argument("--top-p", type=float, default=None)
     p.add_argument("--seed", type=int, default=None)
+    _device_arg(p)
 
 
 def _finetune_args(p: argparse.ArgumentParser) -> None:
@@ -69,7 +77,7 @@ def _plot_args(p: argparse.ArgumentParser) -> None:
 
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
-    from attnlab.demo import add_arguments
+    from attnlab.labs.demo import add_arguments
 
     add_arguments(p)
 
@@ -83,10 +91,10 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
                  _evaluate_args),
     "generate": ("sample text from a GPT checkpoint", "attnlab.tasks.commands:generate", _generate_args),
     "finetune": ("fine-tune a GPT checkpoint as a classifier (Shakespeare vs KJV) against scratch",
-                 "attnlab.finetune:cli", _finetune_args),
+                 "attnlab.tasks.finetune:cli", _finetune_args),
     "plot": ("draw loss, lr and BLEU curves of a run to PNG", "attnlab.tasks.commands:plot", _plot_args),
     "demo": ("train the demo translator (or --pooling) and save its pictures",
-             "attnlab.demo:cli", _demo_args),
+             "attnlab.labs.demo:cli", _demo_args),
 }
 
 

@@ -6,9 +6,13 @@ such as ``d_modle`` fails loudly instead of being ignored. Overrides are dotted 
 values are TOML literals: ``model.d_model=256``, ``train.lr=3e-4``,
 ``model.positional="rope"`` (a bare word such as ``rope`` is taken as a string).
 
-Model configs live next to this module's helpers: :class:`TransformerConfig`
-(encoder-decoder) and :class:`GPTConfig` (decoder-only); every config subclasses
-:class:`Config` to get ``from_dict`` / ``to_dict``.
+This module is the machinery only; each config lives beside the code it configures (the
+model configs beside their models in :mod:`attnlab.models`, the layers' shared
+:class:`~attnlab.modules.block_config.BlockConfig` in :mod:`attnlab.modules`) and subclasses
+:class:`Config` for ``from_dict`` / ``to_dict``. A field renamed since a checkpoint was
+written is listed in the class's ``renamed_fields``: :func:`upgrade` maps an old
+``config.json`` onto the new names, while a recipe that still uses the old name is told the
+new one.
 """
 
 from __future__ import annotations
@@ -18,19 +22,20 @@ import difflib
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import tomllib
 
-from attnlab.layers import ACTIVATIONS, NORMS
-from attnlab.positional import POSITIONAL_KINDS
-
 T = TypeVar("T")
 
 
-def _unknown_key_error(key: str, allowed: Sequence[str], where: str) -> ValueError:
+def unknown_key_error(
+    key: str, allowed: Sequence[str], where: str, renamed: Mapping[str, str] | None = None
+) -> ValueError:
+    """``unknown key 'd_modle' in [model]; did you mean 'd_model'? (allowed: ...)``."""
+    if renamed and key in renamed:
+        return ValueError(f"key {key!r} in {where} was renamed to {renamed[key]!r}")
     close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.5)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return ValueError(
@@ -90,7 +95,7 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, where: str | None = None
     hints = typing.get_type_hints(cls)
     for key in data:
         if key not in fields:
-            raise _unknown_key_error(key, list(fields), where)
+            raise unknown_key_error(key, list(fields), where, getattr(cls, "renamed_fields", None))
     missing = [
         name
         for name, f in fields.items()
@@ -107,6 +112,20 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, where: str | None = None
 def to_dict(config: Any) -> dict[str, Any]:
     """A dataclass config as plain nested dicts (JSON/TOML-ready)."""
     return dataclasses.asdict(config)
+
+
+def upgrade(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` (e.g. an old ``config.json``) with the fields ``cls`` renamed under their new
+    names, in nested config tables too; a key already under its new name wins."""
+    renamed = getattr(cls, "renamed_fields", {})
+    out = {renamed.get(k, k): v for k, v in data.items() if k not in renamed}
+    out.update({new: data[old] for old, new in renamed.items() if old in data and new not in data})
+    if dataclasses.is_dataclass(cls):
+        hints = typing.get_type_hints(cls)
+        for key, value in out.items():
+            if key in hints and dataclasses.is_dataclass(hints[key]) and isinstance(value, Mapping):
+                out[key] = upgrade(hints[key], value)
+    return out
 
 
 def parse_override(override: str) -> tuple[list[str], Any]:
@@ -160,7 +179,12 @@ def load_toml(path: str | Path, overrides: Sequence[str] | None = None) -> dict[
 
 
 class Config:
-    """Mixin for configs: ``Cls.from_dict(d)``, ``cfg.to_dict()``, ``cfg.replace()``."""
+    """Mixin for configs: ``Cls.from_dict(d)``, ``cfg.to_dict()``, ``cfg.replace()``.
+
+    ``renamed_fields`` maps old field names to new ones (see :func:`upgrade`).
+    """
+
+    renamed_fields: typing.ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
@@ -189,132 +213,3 @@ class Config:
 
     def replace(self: T, **changes: Any) -> T:
         return dataclasses.replace(self, **changes)
-
-
-def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
-
-
-def _check_common(cfg: Any) -> None:
-    """Checks shared by the model configs (positive sizes, known choices, head split)."""
-    for name in ("d_model", "num_heads", "max_len"):
-        if getattr(cfg, name) <= 0:
-            raise ValueError(f"{name} must be > 0, got {getattr(cfg, name)}")
-    if cfg.d_model % cfg.num_heads:
-        raise ValueError(
-            f"num_heads must divide d_model, got d_model={cfg.d_model}, num_heads={cfg.num_heads}"
-        )
-    if cfg.positional == "rope" and (cfg.d_model // cfg.num_heads) % 2:
-        raise ValueError(
-            f"positional='rope' needs an even head width, got {cfg.d_model // cfg.num_heads}"
-        )
-    for name in ("dropout", "attn_dropout"):
-        if not 0.0 <= getattr(cfg, name) < 1.0:
-            raise ValueError(f"{name} must be in [0, 1), got {getattr(cfg, name)}")
-    _check_choice("positional", cfg.positional, POSITIONAL_KINDS)
-    _check_choice("activation", cfg.activation, ACTIVATIONS)
-    _check_choice("norm", cfg.norm, NORMS)
-
-
-@dataclass
-class TransformerConfig(Config):
-    """Encoder-decoder Transformer (Vaswani et al. 2017; seed 004 "Transformer Machine
-    Translation").
-
-    Defaults are the paper's base model. ``tgt_vocab_size=None`` means the source vocabulary
-    size. ``share_embeddings`` ties source and target embeddings (one joint vocabulary, sizes
-    must match); ``tie_output`` ties the target embedding and the output projection.
-    ``max_len`` bounds learned positions. ``d_ff=None`` means ``4 · d_model``.
-    """
-
-    src_vocab_size: int
-    tgt_vocab_size: int | None = None
-    d_model: int = 512
-    num_heads: int = 8
-    num_encoder_layers: int = 6
-    num_decoder_layers: int = 6
-    d_ff: int | None = None
-    dropout: float = 0.1
-    attn_dropout: float = 0.0
-    activation: str = "relu"
-    norm: str = "layernorm"
-    norm_first: bool = False
-    norm_eps: float = 1e-5
-    bias: bool = True
-    positional: str = "sinusoidal"
-    max_len: int = 512
-    pad_id: int = 0
-    share_embeddings: bool = False
-    tie_output: bool = True
-    rope_base: float = 10000.0
-    num_buckets: int = 32
-    max_distance: int = 128
-
-    def __post_init__(self) -> None:
-        if self.tgt_vocab_size is None:
-            self.tgt_vocab_size = self.src_vocab_size
-        for name in (
-            "src_vocab_size",
-            "tgt_vocab_size",
-            "num_encoder_layers",
-            "num_decoder_layers",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(
-                f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
-                f"and tgt_vocab_size={self.tgt_vocab_size}"
-            )
-        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(f"pad_id must be a token id in both vocabularies, got {self.pad_id}")
-        _check_common(self)
-
-    @property
-    def ffn_dim(self) -> int:
-        return self.d_ff or 4 * self.d_model
-
-
-@dataclass
-class GPTConfig(Config):
-    """Decoder-only language model (Radford et al. 2018/2019; seed 004 "Transformer Language
-    Pre-training").
-
-    Defaults follow GPT-2 style: pre-LN, GELU, learned positions, tied input/output
-    embeddings. ``block_size`` is the longest context (and bounds learned positions).
-    ``d_ff=None`` means ``4 · d_model``.
-    """
-
-    vocab_size: int
-    block_size: int = 256
-    d_model: int = 384
-    num_heads: int = 6
-    num_layers: int = 6
-    d_ff: int | None = None
-    dropout: float = 0.0
-    attn_dropout: float = 0.0
-    activation: str = "gelu"
-    norm: str = "layernorm"
-    norm_first: bool = True
-    norm_eps: float = 1e-5
-    bias: bool = True
-    positional: str = "learned"
-    tie_weights: bool = True
-    rope_base: float = 10000.0
-    num_buckets: int = 32
-    max_distance: int = 128
-
-    def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size", "num_layers"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        _check_common(self)
-
-    @property
-    def max_len(self) -> int:
-        return self.block_size
-
-    @property
-    def ffn_dim(self) -> int:
-        return self.d_ff or 4 * self.d_model

@@ -4,7 +4,7 @@ BLEU (Papineni et al., 2002) and chrF (Popović, 2015) are computed by sacrebleu
 *detokenized*, cased text with its default ``13a`` tokenizer, so numbers are comparable
 with published ones (Post, 2018); each score carries sacrebleu's signature
 (``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x``), which says exactly how it
-was computed. Seed 001's "Initial WMT Results" table and seed 004's WMT14 table report BLEU.
+was computed. Steinert-Threlkeld's (Transformers I) "Initial WMT Results" table and Ba's (CSC413 Lecture 8) WMT14 table report BLEU.
 """
 
 from __future__ import annotations

@@ -37,6 +37,31 @@ def check_rank(name: str, x: Tensor, ranks: int | Sequence[int], what: str = "")
         )
 
 
+def check_width(name: str, x: Tensor, d: int) -> None:
+    """``x`` is a tensor whose last dimension is ``d`` (the width a layer expects)."""
+    check_tensor(name, x)
+    if x.dim() == 0 or x.shape[-1] != d:
+        width = "a scalar" if x.dim() == 0 else f"width {x.shape[-1]}"
+        raise ValueError(f"{name} has {width} but the layer expects width {d} (last dimension)")
+
+
+def check_choice(name: str, value: object, choices: Sequence[object]) -> None:
+    """``value`` is one of ``choices``: ``norm must be one of layernorm, rmsnorm, got 'batch'``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")
+
+
+def check_heads(d_model: int, num_heads: int) -> None:
+    """``num_heads`` positive and dividing ``d_model`` (each head has ``d_model / num_heads``)."""
+    check_positive("d_model", d_model)
+    check_positive("num_heads", num_heads)
+    if d_model % num_heads != 0:
+        raise ValueError(
+            f"num_heads must divide d_model, got d_model={d_model} and num_heads={num_heads} "
+            f"(d_model % num_heads = {d_model % num_heads})"
+        )
+
+
 def check_floating(name: str, x: Tensor) -> None:
     if not x.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
@@ -66,3 +91,9 @@ def check_token_ids(name: str, ids: Tensor, vocab_size: int) -> None:
         raise ValueError(f"{name} must be token ids >= 0, got a minimum of {lo}")
     if hi >= vocab_size:
         raise ValueError(f"{name} must be token ids < vocab_size={vocab_size}, got a maximum of {hi}")
+
+
+def check_ids(name: str, ids: Tensor, vocab_size: int) -> None:
+    """A batch of token ids ``(B, n)``, integers in ``[0, vocab_size)``."""
+    check_rank(name, ids, 2, "(B, n) token ids")
+    check_token_ids(name, ids, vocab_size)

@@ -1,6 +1,6 @@
-"""Scaled dot-product attention: ``softmax(QKᵀ/√d_k + M) V`` (seed 000, seed 001, seed 003).
+"""Scaled dot-product attention: ``softmax(QKᵀ/√d_k + M) V`` (Li (Transformer Part I), Steinert-Threlkeld (Transformers I), Hasegawa-Johnson (ECE 417 Lecture 21)).
 
-Two paths, one function (DESIGN.md):
+Two paths, one function (docs/design.md):
 
 * **explicit** — the lecture formula line by line; taken when ``return_weights=True`` so the
   weights can be inspected and plotted;
@@ -14,7 +14,7 @@ explicit; n = 256 29 vs 21 ms; n = 512 48 vs 58 ms). :func:`scaled_dot_product_a
 therefore takes the explicit path there (``n_k ≤ 256`` with gradients, ``n_k ≤ 64``
 without), computing the softmax in float32.
 
-Tests pin the two paths to each other. Both follow DESIGN.md's mask convention and both
+Tests pin the two paths to each other. Both follow docs/design.md's mask convention and both
 return zeros for a query whose every key is blocked.
 """
 
@@ -31,7 +31,7 @@ from attnlab.validation import check_floating, check_probability, check_tensor, 
 
 
 def self_attention(x: Tensor) -> Tensor:
-    """Untrained self-attention ``Y = softmax(X Xᵀ) X`` (seed 000, "Self-Attention in Matrix Notation").
+    """Untrained self-attention ``Y = softmax(X Xᵀ) X`` (Li (Transformer Part I), "Self-Attention in Matrix Notation").
 
     ``x``: ``(..., n, d)`` tokens as rows. Returns ``(..., n, d)``: each output token is a
     convex combination of all input tokens, weighted by inner-product similarity.
@@ -87,7 +87,7 @@ def scaled_dot_product_attention(
     return_weights: bool = False,
     scale: float | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    """``Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V`` (seed 000 "Scaled Self-Attention").
+    """``Attention(Q, K, V) = softmax(Q Kᵀ / √d_k + M) V`` (Li (Transformer Part I) "Scaled Self-Attention").
 
     Args:
         q: ``(..., n_q, d_k)`` queries, e.g. ``(B, H, n_q, d_h)``.

@@ -1,8 +1,8 @@
 """Attention masks and the masked softmax.
 
-One convention everywhere (DESIGN.md): a **boolean** mask is ``True`` where attention is
+One convention everywhere (docs/design.md): a **boolean** mask is ``True`` where attention is
 *allowed*, and broadcasts to the weights' shape ``(B, H, n_q, n_k)``. A **float** mask is
-additive — 0 where allowed, ``-inf`` where blocked — exactly the matrix ``M`` of seed 000
+additive — 0 where allowed, ``-inf`` where blocked — exactly the matrix ``M`` of Li (Transformer Part I)
 ("Attention Masks"): ``softmax((QKᵀ + M) / ...)`` with ``M_ij = 0`` or ``-∞``.
 
 PyTorch uses the opposite polarity in ``nn.MultiheadAttention`` (``key_padding_mask`` and
@@ -26,7 +26,7 @@ def causal_mask(
 ) -> Tensor:
     """Boolean causal mask ``(n_q, n_k)``: query ``i`` may see key ``j`` iff ``j <= i + n_k - n_q``.
 
-    Seed 000 (decoder masking): ``M_ij = -∞`` for ``j > i``. With ``n_k > n_q`` the queries are
+    Li (Transformer Part I) (decoder masking): ``M_ij = -∞`` for ``j > i``. With ``n_k > n_q`` the queries are
     the *last* ``n_q`` positions of the sequence (incremental decoding with a KV cache: keys
     ``0 .. n_k-1``, queries ``n_k-n_q .. n_k-1``), so the triangle is aligned bottom-right.
     """
@@ -44,7 +44,7 @@ def causal_mask(
 def lengths_to_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
     """``(B,)`` valid lengths → ``(B, max_len)`` boolean, True on the first ``lengths[b]`` slots.
 
-    Seed 002 ("masked softmax over valid lengths"). Use :func:`padding_mask` to get the
+    López et al. (Attention Mechanisms) ("masked softmax over valid lengths"). Use :func:`padding_mask` to get the
     ``(B, 1, 1, n)`` form that broadcasts over heads and queries.
     """
     check_rank("lengths", lengths, 1, "(B,)")
@@ -163,7 +163,7 @@ def allowed_keys(mask: Tensor) -> Tensor:
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
-    """Softmax over the allowed keys: seed 002 "masked softmax", seed 000 ``softmax(S + M)``.
+    """Softmax over the allowed keys: López et al. (Attention Mechanisms) "masked softmax", Li (Transformer Part I) ``softmax(S + M)``.
 
     Args:
         scores: ``(..., n_q, n_k)`` attention scores.

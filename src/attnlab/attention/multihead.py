@@ -1,4 +1,4 @@
-"""Multi-head attention (seed 000 "Multi-head Attention", seed 002, Vaswani et al. eq. 5).
+"""Multi-head attention (Li (Transformer Part I) "Multi-head Attention", López et al. (Attention Mechanisms), Vaswani et al. eq. 5).
 
 ``MultiHead(Q, K, V) = [H_1, …, H_H] W_o`` with ``H_h = Attention(X W_h^q, M W_h^k, M W_h^v)``,
 where ``M = X`` for self-attention and the encoder output for cross-attention, and
@@ -20,11 +20,14 @@ from torch import Tensor, nn
 from attnlab.attention.core import scaled_dot_product_attention
 from attnlab.validation import (
     check_floating,
+    check_heads,
     check_positive,
     check_probability,
     check_rank,
     shape_str,
 )
+
+_CACHED: Tensor = torch.empty(0)  # sentinel: the cross-attention keys/values come from the cache
 
 
 @dataclass
@@ -93,13 +96,7 @@ class MultiHeadAttention(nn.Module):
         rotary: nn.Module | None = None,
     ) -> None:
         super().__init__()
-        check_positive("d_model", d_model)
-        check_positive("num_heads", num_heads)
-        if d_model % num_heads != 0:
-            raise ValueError(
-                f"num_heads must divide d_model, got d_model={d_model} and num_heads={num_heads} "
-                f"(d_model % num_heads = {d_model % num_heads})"
-            )
+        check_heads(d_model, num_heads)
         check_probability("dropout", dropout)
         self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
         for name, dim in (("kdim", kdim), ("vdim", vdim)):
@@ -162,7 +159,7 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from ``x`` ``(B, n_q, d_model)`` to itself or to ``memory`` ``(B, n_k, kdim)``.
 
-        ``mask`` follows DESIGN.md (bool ``True`` = allowed, or additive float) and broadcasts
+        ``mask`` follows docs/design.md (bool ``True`` = allowed, or additive float) and broadcasts
         to ``(B, H, n_q, n_k)``; with a ``cache`` the keys are the cached ones plus the new.
         ``is_causal`` blocks future keys (bottom-right aligned, correct with a cache).
         ``value`` ``(B, n_k, vdim)`` gives values distinct from the keys' tokens ``memory``
@@ -250,5 +247,3 @@ class MultiHeadAttention(nn.Module):
                 f"{name} has dtype {t.dtype} but the module's parameters have dtype {dtype}"
             )
 
-
-_CACHED: Tensor = torch.empty(0)  # sentinel: cross-attention keys/values come from the cache

@@ -1,15 +1,15 @@
-"""Attention pooling over a database of (key, value) pairs (seed 002, "Queries, Keys and Values").
+"""Attention pooling over a database of (key, value) pairs (López et al. (Attention Mechanisms), "Queries, Keys and Values").
 
 Given a database ``D = {(k_1, v_1), …, (k_m, v_m)}`` and a query ``q``, attention pooling is
 
-    Attention(q, D) = Σ_i α(q, k_i) v_i                                   (seed 002, eq. 2)
+    Attention(q, D) = Σ_i α(q, k_i) v_i                                   (López et al. (Attention Mechanisms), eq. 2)
 
 with weights ``α`` that are non-negative and sum to one (eq. 3). The deck's special cases:
 
 * **kernel weights** (Nadaraya–Watson regression):
   ``α(q, k_i) = K(‖q − k_i‖ / h) / Σ_j K(‖q − k_j‖ / h)`` for a kernel ``K`` and bandwidth
   ``h`` — :func:`nadaraya_watson` with :func:`gaussian_kernel`, :func:`boxcar_kernel` or
-  :func:`epanechnikov_kernel` (seed 002, "Attention Scoring Functions");
+  :func:`epanechnikov_kernel` (López et al. (Attention Mechanisms), "Attention Scoring Functions");
 * **average pooling**: ``α = 1/m`` for every key — :func:`average_pooling`;
 * **database lookup**: one weight is 1, all others 0 — :func:`database_lookup`.
 
@@ -33,7 +33,7 @@ Kernel = Callable[[Tensor], Tensor]
 def gaussian_kernel(u: Tensor) -> Tensor:
     """Gaussian kernel ``K(u) = exp(−u²/2)`` of the scaled distance ``u = ‖q − k‖ / h``.
 
-    Seed 002, "Gaussian Attention Function": ``α(q, k_i) = exp(−½ ‖q − k_i‖²)`` (``h = 1``).
+    López et al. (Attention Mechanisms), "Gaussian Attention Function": ``α(q, k_i) = exp(−½ ‖q − k_i‖²)`` (``h = 1``).
     """
     return torch.exp(-0.5 * u * u)
 
@@ -41,14 +41,14 @@ def gaussian_kernel(u: Tensor) -> Tensor:
 def boxcar_kernel(u: Tensor) -> Tensor:
     """Boxcar kernel ``K(u) = 1 if |u| ≤ 1 else 0`` of the scaled distance ``u = ‖q − k‖ / h``.
 
-    Seed 002, "Boxcar Attention Function": ``α(q, k_i) = 1 if ‖q − k_i‖ ≤ 1``. Pooling with it
+    López et al. (Attention Mechanisms), "Boxcar Attention Function": ``α(q, k_i) = 1 if ‖q − k_i‖ ≤ 1``. Pooling with it
     averages the values of every key within distance ``h`` of the query.
     """
     return (u.abs() <= 1).to(u.dtype)
 
 
 def epanechnikov_kernel(u: Tensor) -> Tensor:
-    """Seed 002's "Epanechnikov" kernel ``K(u) = max(0, 1 − |u|)`` of ``u = ‖q − k‖ / h``.
+    """López et al.'s (Attention Mechanisms) "Epanechnikov" kernel ``K(u) = max(0, 1 − |u|)`` of ``u = ‖q − k‖ / h``.
 
     This is the deck's formula ``α(q, k_i) = max(0, 1 − ‖q − k_i‖)``. (Textbooks call that
     shape the *triangular* kernel and write Epanechnikov as ``¾ max(0, 1 − u²)``; both have
@@ -111,7 +111,7 @@ def _check_values(values: Tensor, n_k: int) -> None:
 
 
 def _pool(weights: Tensor, values: Tensor, return_weights: bool) -> Tensor | tuple[Tensor, Tensor]:
-    """Seed 002 eq. 2: ``Σ_i α(q, k_i) v_i`` for every query at once."""
+    """López et al. (Attention Mechanisms) eq. 2: ``Σ_i α(q, k_i) v_i`` for every query at once."""
     out = weights @ values  # (n_q,) or (n_q, d_v)
     return (out, weights) if return_weights else out
 
@@ -124,12 +124,12 @@ def nadaraya_watson(
     bandwidth: float | Tensor = 1.0,
     return_weights: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    """Nadaraya–Watson kernel regression as attention pooling (seed 002, eqs. 2–3).
+    """Nadaraya–Watson kernel regression as attention pooling (López et al. (Attention Mechanisms), eqs. 2–3).
 
     ``f(q) = Σ_i α(q, k_i) v_i`` with ``α(q, k_i) = K(‖q − k_i‖/h) / Σ_j K(‖q − k_j‖/h)``.
 
     For the Gaussian kernel this is exactly softmax attention with score ``−‖q − k_i‖² / (2h²)``
-    (seed 002, eq. 4 and "Dot Product Attention Function"), and it is computed that way so that
+    (López et al. (Attention Mechanisms), eq. 4 and "Dot Product Attention Function"), and it is computed that way so that
     a small bandwidth never underflows every weight to zero. For kernels with bounded support
     (boxcar, Epanechnikov) a query with no key within ``h`` has all-zero weights and a zero
     output, never NaN.
@@ -168,7 +168,7 @@ def nadaraya_watson(
 def average_pooling(
     queries: Tensor, values: Tensor, *, return_weights: bool = False
 ) -> Tensor | tuple[Tensor, Tensor]:
-    """Average pooling: ``α(q, k_i) = 1/m`` for every query (seed 002, "Special Cases").
+    """Average pooling: ``α(q, k_i) = 1/m`` for every query (López et al. (Attention Mechanisms), "Special Cases").
 
     The baseline that ignores the query: every output is the mean of all values.
 
@@ -200,7 +200,7 @@ def database_lookup(
     exact: bool = False,
     return_weights: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    """One-hot attention: each query gets the value of its nearest key (seed 002, "Special Cases").
+    """One-hot attention: each query gets the value of its nearest key (López et al. (Attention Mechanisms), "Special Cases").
 
     "One of the weights α(q, k_i) is 1, while all others are 0. This is akin to a traditional
     database query." A query equal to a key returns that key's value exactly; ties go to the

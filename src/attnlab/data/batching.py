@@ -4,7 +4,7 @@ Translation: a :class:`TranslationDataset` holds token-id pairs; a :class:`Token
 sorts them by length and packs them into batches whose *padded* size stays within
 ``max_tokens`` (as in the Transformer paper, §5.1: "batches of approximately 25000 source
 tokens and 25000 target tokens"); :func:`collate` pads a batch into tensors with the PAD id
-and keeps the lengths that build the padding mask (seed 000, "Example: Padding Mask").
+and keeps the lengths that build the padding mask (Li (Transformer Part I), "Example: Padding Mask").
 The decoder is trained with teacher forcing: it reads ``tgt_in = <bos> y_1 .. y_m`` and
 predicts ``tgt_out = y_1 .. y_m <eos>``.
 

@@ -1,6 +1,6 @@
 """A small real classification task: is this line Shakespeare or the King James Bible?
 
-The downstream task for GPT-1-style transfer (seed 004, "Transformer Language
+The downstream task for GPT-1-style transfer (Ba (CSC413 Lecture 8), "Transformer Language
 Pre-training": pre-train a language model, then fine-tune it on document classification).
 Label 0 = a line of dialogue from tinyshakespeare, label 1 = a KJV verse
 (:mod:`attnlab.data.kjv`).

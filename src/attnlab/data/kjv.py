@@ -1,6 +1,6 @@
 """The King James Bible (1769 text, public domain) from Debian's ``sword-text-kjv`` package.
 
-Seed 004 ("Transformer Language Pre-training") fine-tunes a pretrained language model on a
+Ba (CSC413 Lecture 8) ("Transformer Language Pre-training") fine-tunes a pretrained language model on a
 downstream task; attnlab's small real task tells Shakespeare lines from KJV verses
 (:mod:`attnlab.data.classification`). The verses come from the SWORD module that
 ``apt-get install sword-text-kjv`` puts under ``/usr/share/sword`` — read here directly,

@@ -3,7 +3,7 @@
 Both map text to ids and back, reserve the same special ids (``<pad>`` = 0, ``<bos>`` = 1,
 ``<eos>`` = 2, ``<unk>`` = 3), and save to a JSON file beside a checkpoint.
 
-Subword tokenization is where seed 001 ("Next Time: Subword tokenization") leaves off.
+Subword tokenization is where Steinert-Threlkeld (Transformers I) ("Next Time: Subword tokenization") leaves off.
 BPE (Sennrich et al., 2016) here is byte-level, as in GPT-2: text is split into words by
 the GPT-2 regex, each word is read as UTF-8 bytes, and merges are learned over bytes. Every
 string is representable (no ``<unk>``), and ``decode(encode(s)) == s`` exactly — spaces,

@@ -1,7 +1,7 @@
 """Greedy decoding: each step takes the most probable next token, ``y_t = argmax p(y | y_<t, x)``.
 
 One function serves both kinds of model. Encoder-decoder (:class:`~attnlab.models.Transformer`,
-seed 004 "Transformer Machine Translation"): ``greedy_search(model, src, max_new_tokens=...,
+Ba (CSC413 Lecture 8) "Transformer Machine Translation"): ``greedy_search(model, src, max_new_tokens=...,
 bos_id=..., eos_id=...)`` — the source is encoded once, each step feeds one token through the
 decoder with the KV cache. Decoder-only (:class:`~attnlab.models.GPT`): ``greedy_search(model,
 prompt=ids, max_new_tokens=...)``, with the sliding context window of

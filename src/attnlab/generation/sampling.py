@@ -1,4 +1,4 @@
-"""Sampling from a decoder-only language model (seed 004 "Transformer Language Pre-training":
+"""Sampling from a decoder-only language model (Ba (CSC413 Lecture 8) "Transformer Language Pre-training":
 the generated samples of Radford et al. 2019), with temperature, top-k and nucleus (top-p).
 
 Each step turns the next-token logits ``z`` ``(R, V)`` into a distribution and draws from it:

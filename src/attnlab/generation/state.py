@@ -1,6 +1,6 @@
 """Decoding state shared by greedy search, beam search and sampling.
 
-Seed 004 "Computational Cost and Parallelism": "when generating sentences, the computation in
+Ba (CSC413 Lecture 8) "Computational Cost and Parallelism": "when generating sentences, the computation in
 the self-attention decoder grows as the sequence gets longer". A state keeps one row per
 hypothesis — the tokens decoded so far and, with ``use_cache``, the model's per-layer KV
 cache (:class:`~attnlab.models.base.ModelCache`) — so each step feeds only the new token.
@@ -37,17 +37,13 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
+from attnlab.devices import model_device
 from attnlab.validation import check_positive, check_rank, check_token_ids, shape_str
 
 
 def is_encoder_decoder(model: nn.Module) -> bool:
     """A model with ``encode`` and ``decode`` (like :class:`~attnlab.models.Transformer`)."""
     return callable(getattr(model, "encode", None)) and callable(getattr(model, "decode", None))
-
-
-def model_device(model: nn.Module) -> torch.device:
-    param = next(model.parameters(), None)
-    return torch.device("cpu") if param is None else param.device
 
 
 @contextmanager

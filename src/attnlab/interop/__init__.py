@@ -23,7 +23,7 @@ transpose the ``(n, B, d)`` inputs with ``x.transpose(0, 1)`` and the output bac
 ``is_causal=True`` is only a hint next to an explicit ``attn_mask``; attnlab's
 ``is_causal=True`` builds the causal mask itself.
 
-**Mask polarity.** attnlab has one convention (DESIGN.md): boolean ``True`` = *allowed*;
+**Mask polarity.** attnlab has one convention (docs/design.md): boolean ``True`` = *allowed*;
 float masks additive (0 allowed, ``-inf`` blocked). PyTorch's ``nn.MultiheadAttention``
 uses the opposite boolean polarity:
 

@@ -1,6 +1,6 @@
 """``torch.nn.MultiheadAttention`` → attnlab :class:`~attnlab.attention.MultiHeadAttention`.
 
-The two modules compute the same function (seed 000 "Multi-head Attention",
+The two modules compute the same function (Li (Transformer Part I) "Multi-head Attention",
 Vaswani et al. eq. 5) with the same parameter layout, so conversion is a weight copy:
 
 =============================================  ==============================================

@@ -3,16 +3,16 @@
 =================================  =============================================
 PyTorch                            attnlab
 =================================  =============================================
-``nn.TransformerEncoderLayer``     :class:`~attnlab.blocks.EncoderLayer`
-``nn.TransformerDecoderLayer``     :class:`~attnlab.blocks.DecoderLayer`
-``nn.TransformerEncoder``          :class:`~attnlab.stacks.TransformerEncoderStack`
-``nn.TransformerDecoder``          :class:`~attnlab.stacks.TransformerDecoderStack`
-``nn.Transformer``                 :class:`~attnlab.stacks.EncoderDecoderStack`
+``nn.TransformerEncoderLayer``     :class:`~attnlab.modules.EncoderLayer`
+``nn.TransformerDecoderLayer``     :class:`~attnlab.modules.DecoderLayer`
+``nn.TransformerEncoder``          :class:`~attnlab.modules.TransformerEncoderStack`
+``nn.TransformerDecoder``          :class:`~attnlab.modules.TransformerDecoderStack`
+``nn.Transformer``                 :class:`~attnlab.modules.EncoderDecoderStack`
 ``self_attn`` / ``multihead_attn``  ``self_attn`` / ``cross_attn`` (same packed layout)
 ``linear1`` / ``linear2``          ``ffn.w1`` / ``ffn.w2``
 ``norm1..3`` (+ stack ``norm``)    ``norm1..3`` (+ stack ``norm``), same ``eps``
-``dropout1..3``, ``dropout``,      ``dropout`` (residual), ``activation_dropout``,
-``self_attn.dropout``              ``attention_dropout``
+``dropout1..3``, ``dropout``,      :class:`~attnlab.modules.BlockConfig` ``dropout``
+``self_attn.dropout``              (residual), ``activation_dropout``, ``attn_dropout``
 =================================  =============================================
 
 Supported: post-LN and pre-LN (``norm_first``), ReLU and exact GELU activations (given as
@@ -29,16 +29,21 @@ dtype and inherits its train/eval mode. Masks map as (PyTorch → attnlab):
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.blocks import DecoderLayer, EncoderLayer
 from attnlab.interop.mha import from_torch_mha
-from attnlab.layers import FeedForward, LayerNorm
-from attnlab.stacks import EncoderDecoderStack, TransformerDecoderStack, TransformerEncoderStack
+from attnlab.modules import (
+    BlockConfig,
+    DecoderLayer,
+    EncoderDecoderStack,
+    EncoderLayer,
+    FeedForward,
+    LayerNorm,
+    TransformerDecoderStack,
+    TransformerEncoderStack,
+)
 
 _TorchLayer = nn.TransformerEncoderLayer | nn.TransformerDecoderLayer
 
@@ -91,23 +96,13 @@ def _convert_stack(
     cls: type[TransformerEncoderStack] | type[TransformerDecoderStack],
 ) -> TransformerEncoderStack | TransformerDecoderStack:
     layers = [_convert_layer(layer) for layer in module.layers]
-    first = layers[0]
-    stack = cls(
-        1,
-        first.d_model,
-        first.num_heads,
-        first.ffn.d_ff,
-        final_norm=False,
-        activation=first.ffn.activation,
-    )
-    stack.layers = nn.ModuleList(layers)
-    stack.norm = None if module.norm is None else _convert_norm("norm", module.norm)
-    return stack
+    norm = None if module.norm is None else _convert_norm("norm", module.norm)
+    return cls(layers, norm)
 
 
 def _convert_layer(module: _TorchLayer) -> EncoderLayer | DecoderLayer:
     decoder = isinstance(module, nn.TransformerDecoderLayer)
-    ours = (DecoderLayer if decoder else EncoderLayer)(**_layer_config(module))
+    ours = (DecoderLayer if decoder else EncoderLayer)(block_config(module))
     ours.self_attn = from_torch_mha(module.self_attn)
     if decoder:
         ours.cross_attn = from_torch_mha(module.multihead_attn)
@@ -117,21 +112,21 @@ def _convert_layer(module: _TorchLayer) -> EncoderLayer | DecoderLayer:
     return ours
 
 
-def _layer_config(module: _TorchLayer) -> dict[str, Any]:
-    """Constructor arguments of the attnlab layer equivalent to ``module``."""
+def block_config(module: _TorchLayer) -> BlockConfig:
+    """The :class:`BlockConfig` of the attnlab layer equivalent to ``module``."""
     attn = module.self_attn
-    return {
-        "d_model": attn.embed_dim,
-        "num_heads": attn.num_heads,
-        "d_ff": module.linear1.out_features,
-        "dropout": module.dropout1.p,
-        "attention_dropout": attn.dropout,
-        "activation_dropout": module.dropout.p,
-        "activation": _activation_name(module.activation),
-        "norm_first": module.norm_first,
-        "eps": module.norm1.eps,
-        "bias": module.linear1.bias is not None,
-    }
+    return BlockConfig(
+        d_model=attn.embed_dim,
+        num_heads=attn.num_heads,
+        d_ff=module.linear1.out_features,
+        dropout=module.dropout1.p,
+        attn_dropout=attn.dropout,
+        activation_dropout=module.dropout.p,
+        activation=_activation_name(module.activation),
+        norm_first=module.norm_first,
+        norm_eps=module.norm1.eps,
+        bias=module.linear1.bias is not None,
+    )
 
 
 def _activation_name(activation: object) -> str:

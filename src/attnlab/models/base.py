@@ -1,22 +1,53 @@
 """What every attnlab model shares: config construction, checkpoints, parameter counts, caches.
 
 A model subclasses :class:`PretrainedModel`, sets ``model_type`` (written to
-``config.json``) and ``config_class`` (its config dataclass), and takes that config in its
-constructor. It then gets ``from_config``, ``save_pretrained``, ``from_pretrained`` and
-``num_parameters``.
+``config.json``) and ``config_class`` (its config dataclass), takes that config in its
+constructor, and registers itself with :func:`register_model` where it is defined. It then
+gets ``from_config``, ``save_pretrained``, ``from_pretrained`` and ``num_parameters``, and
+:func:`load_pretrained` opens its checkpoints by their ``model_type``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from attnlab.attention.multihead import KVCache
-from attnlab.checkpoint import load_into, load_state, save_pretrained
+from attnlab.checkpoint import load_config, load_into, load_state, save_pretrained
+from attnlab.config import upgrade
+
+MODEL_TYPES: dict[str, type[PretrainedModel]] = {}
+"""Every registered model class by the ``model_type`` its ``config.json`` carries."""
+
+M = TypeVar("M", bound="type[PretrainedModel]")
+
+
+def register_model(cls: M) -> M:
+    """Class decorator: make ``cls`` loadable by its ``model_type`` (:func:`load_pretrained`)."""
+    if not cls.model_type:
+        raise ValueError(f"{cls.__name__} must set model_type to be registered")
+    if MODEL_TYPES.get(cls.model_type, cls) is not cls:
+        raise ValueError(
+            f"model_type {cls.model_type!r} of {cls.__name__} is already registered by "
+            f"{MODEL_TYPES[cls.model_type].__name__}"
+        )
+    MODEL_TYPES[cls.model_type] = cls
+    return cls
+
+
+def load_pretrained(directory: str | Path, **kwargs: Any) -> PretrainedModel:
+    """Load any attnlab checkpoint; the class comes from ``model_type`` in its ``config.json``."""
+    model_type = load_config(directory).get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise ValueError(
+            f"checkpoint {directory} has model_type {model_type!r}; "
+            f"expected one of {', '.join(MODEL_TYPES)}"
+        )
+    return MODEL_TYPES[model_type].from_pretrained(directory, **kwargs)
 
 
 class PretrainedModel(nn.Module):
@@ -24,6 +55,7 @@ class PretrainedModel(nn.Module):
 
     model_type: ClassVar[str] = ""
     config_class: ClassVar[type] = object
+    renamed_weights: ClassVar[Mapping[str, str]] = {}  # old name prefix -> new (see load_into)
     config: Any
 
     @classmethod
@@ -56,7 +88,7 @@ class PretrainedModel(nn.Module):
                 f"checkpoint {directory} has model_type {model_type!r} but {cls.__name__} "
                 f"expects {cls.model_type!r}"
             )
-        model = cls.from_config(cls.config_class.from_dict(config))
+        model = cls.from_config(cls.config_class.from_dict(upgrade(cls.config_class, config)))
         load_into(model, state, directory)
         return model.to(device).eval()
 

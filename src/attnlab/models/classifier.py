@@ -1,6 +1,6 @@
 """GPT-1-style transfer: a pretrained GPT body plus a linear classification head.
 
-Seed 004, "Transformer Language Pre-training": pre-train a language model, then fine-tune
+Ba (CSC413 Lecture 8), "Transformer Language Pre-training": pre-train a language model, then fine-tune
 it on a supervised task. Radford et al. (2018), §3.2:
 
     P(y | x¹ … x^m) = softmax(h_l^m W_y)                          (eq. 3)
@@ -25,14 +25,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.attention.masks import lengths_to_mask
 from attnlab.checkpoint import load_config
-from attnlab.config import Config, GPTConfig
+from attnlab.config import Config
 from attnlab.data.tokenizers import SPECIAL_TOKENS
-from attnlab.models.base import PretrainedModel
-from attnlab.models.gpt import GPT
-from attnlab.validation import check_rank, shape_str
+from attnlab.models.base import PretrainedModel, register_model
+from attnlab.models.gpt import GPT, GPTConfig
+from attnlab.modules.sequence_pooling import pool
+from attnlab.validation import check_choice, check_probability, check_rank, shape_str
 
 POOLINGS = ("last", "mean")
+"""The sequence poolings a GPT classifier offers (of :data:`attnlab.modules.POOLINGS`; a causal
+model's first token has seen only itself, so ``cls`` and ``max`` are left out)."""
 
 
 @dataclass
@@ -52,12 +56,11 @@ class GPTClassifierConfig(Config):
             self.gpt = GPTConfig.from_dict(self.gpt)
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {self.num_classes}")
-        if self.pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)}; got {self.pooling!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_choice("pooling", self.pooling, POOLINGS)
+        check_probability("dropout", self.dropout)
 
 
+@register_model
 class GPTForSequenceClassification(PretrainedModel):
     """``clf(idx, lengths)``: ``idx`` ``(B, n)`` right-padded ids, ``lengths`` ``(B,)`` real
     lengths (None: all ``n``) → class logits ``(B, num_classes)``.
@@ -145,11 +148,7 @@ class GPTForSequenceClassification(PretrainedModel):
 
     def pool(self, h: Tensor, lengths: Tensor) -> Tensor:
         """``h`` ``(B, n, d)`` → ``(B, d)``: last real token's state, or the real tokens' mean."""
-        if self.config.pooling == "last":
-            return h[torch.arange(h.shape[0], device=h.device), lengths - 1]  # (B, d)
-        valid = torch.arange(h.shape[1], device=h.device)[None, :] < lengths[:, None]  # (B, n)
-        total = (h * valid[..., None]).sum(dim=1)  # (B, d)
-        return total / lengths[:, None].to(h.dtype)  # (B, d)
+        return pool(h, lengths_to_mask(lengths, h.shape[1]), self.config.pooling)  # (B, d)
 
     def forward(self, idx: Tensor, lengths: Tensor | None = None) -> Tensor:
         """``idx`` ``(B, n)``, ``lengths`` ``(B,)`` → class logits ``(B, num_classes)`` (eq. 3)."""

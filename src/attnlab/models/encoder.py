@@ -1,7 +1,7 @@
 """BERT-style encoder: token + position + segment embeddings, a stack of encoder layers, pooling.
 
-Seed 001 ("Basic Transformer Encoder Block", "Representing Order": ``x_i = E_{w_i} + P_i``)
-and seed 004 ("Transformer Language Pre-training"); Devlin et al. (2019) §3 for the token-type
+Steinert-Threlkeld (Transformers I) ("Basic Transformer Encoder Block", "Representing Order": ``x_i = E_{w_i} + P_i``)
+and Ba (CSC413 Lecture 8) ("Transformer Language Pre-training"); Devlin et al. (2019) §3 for the token-type
 (segment) embeddings and the embedding LayerNorm::
 
     x = Dropout(LN(E_token[w] + E_type[t] + P))      (B, n, d)
@@ -17,7 +17,7 @@ the whole pipeline from strings with the tokenizer attached by
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,46 +25,37 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.config import Config, _check_choice, _check_common
-from attnlab.layers import make_norm
-from attnlab.models.base import PretrainedModel
-from attnlab.models.transformer import layer_kwargs, positional_scheme
-from attnlab.stacks import TransformerEncoderStack
-from attnlab.validation import check_positive, check_rank, check_token_ids, shape_str
+from attnlab.models.base import PretrainedModel, register_model
+from attnlab.modules.block_config import BlockConfig
+from attnlab.modules.norms import make_norm
+from attnlab.modules.positional import PositionalConfig, PositionalScheme
+from attnlab.modules.sequence_pooling import POOLINGS, as_bool_mask, pool
+from attnlab.modules.stacks import TransformerEncoderStack
+from attnlab.validation import check_choice, check_positive, check_rank, check_token_ids, shape_str
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-POOLING_MODES = ("mean", "cls", "max")
 TOKENIZER_NAME = "tokenizer.json"
 
 
 @dataclass
-class EncoderConfig(Config):
-    """BERT-style encoder. Defaults are BERT-base (Devlin et al. 2019): post-LN, GELU, ε = 1e-12.
+class EncoderConfig(BlockConfig, PositionalConfig):
+    """BERT-style encoder: the shared :class:`BlockConfig` and :class:`PositionalConfig`
+    fields (defaults: BERT-base, Devlin et al. 2019 — post-LN, GELU, ε = 1e-12, learned
+    positions) and these.
 
-    ``d_ff=None`` means ``4 · d_model``; ``max_len`` bounds learned positions;
-    ``type_vocab_size`` is the number of segments (0 disables token-type embeddings);
-    ``pooler`` adds BERT's ``tanh(W h_[CLS] + b)`` head. The last four fields describe how
-    :meth:`Encoder.encode_sentences` turns token states into a sentence embedding:
-    ``pooling`` ∈ {mean, cls, max}, ``normalize`` (L2), ``max_seq_length`` (truncation,
-    default ``max_len``) and ``lowercase`` (lower-case the text before tokenizing).
+    ``max_len`` bounds learned positions; ``type_vocab_size`` is the number of segments (0
+    disables token-type embeddings); ``pooler`` adds BERT's ``tanh(W h_[CLS] + b)`` head. The
+    last four fields describe how :meth:`Encoder.encode_sentences` turns token states into a
+    sentence embedding: ``pooling`` (one of :data:`~attnlab.modules.sequence_pooling.POOLINGS`),
+    ``normalize`` (L2), ``max_seq_length`` (truncation, default ``max_len``) and ``lowercase``
+    (lower-case the text before tokenizing).
     """
 
     vocab_size: int
-    d_model: int = 768
-    num_heads: int = 12
     num_layers: int = 12
-    d_ff: int | None = None
     type_vocab_size: int = 2
-    dropout: float = 0.1
-    attn_dropout: float = 0.0
-    activation: str = "gelu"
-    norm: str = "layernorm"
-    norm_first: bool = False
-    norm_eps: float = 1e-12
-    bias: bool = True
-    positional: str = "learned"
     max_len: int = 512
     pad_id: int = 0
     pooler: bool = False
@@ -72,12 +63,17 @@ class EncoderConfig(Config):
     normalize: bool = False
     max_seq_length: int | None = None
     lowercase: bool = False
-    rope_base: float = 10000.0
-    num_buckets: int = 32
-    max_distance: int = 128
+    _: KW_ONLY
+    d_model: int = 768
+    num_heads: int = 12
+    activation: str = "gelu"
+    norm_eps: float = 1e-12
+    positional: str = "learned"
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "num_layers"):
+        self.check_block()
+        self.check_positions(self.head_dim)
+        for name in ("vocab_size", "num_layers", "max_len"):
             check_positive(name, getattr(self, name))
         check_positive("type_vocab_size", self.type_vocab_size, allow_zero=True)
         if not 0 <= self.pad_id < self.vocab_size:
@@ -86,12 +82,7 @@ class EncoderConfig(Config):
             )
         if self.max_seq_length is not None:
             check_positive("max_seq_length", self.max_seq_length)
-        _check_choice("pooling", self.pooling, POOLING_MODES)
-        _check_common(self)
-
-    @property
-    def ffn_dim(self) -> int:
-        return self.d_ff or 4 * self.d_model
+        check_choice("pooling", self.pooling, POOLINGS)
 
     @property
     def sequence_limit(self) -> int:
@@ -100,48 +91,7 @@ class EncoderConfig(Config):
         return min(limit, self.max_len) if self.positional == "learned" else limit
 
 
-def pool(hidden: Tensor, attention_mask: Tensor | None = None, mode: str = "mean") -> Tensor:
-    """Sentence vectors ``(B, d)`` from token states ``hidden`` ``(B, n, d)``.
-
-    ``attention_mask`` ``(B, n)`` (bool or 0/1, ``1`` = real token; ``None`` = all real).
-    ``mean``: average of the real tokens, ``Σ_i m_i h_i / max(Σ_i m_i, 1e-9)``; ``cls``: the
-    first token ``h_0`` (BERT's ``[CLS]``, inputs are right-padded); ``max``: per-feature
-    maximum over the real tokens (0 for a row without any).
-    """
-    check_rank("hidden", hidden, 3, "(B, n, d)")
-    if mode not in POOLING_MODES:
-        raise ValueError(f"mode must be one of {', '.join(POOLING_MODES)}; got {mode!r}")
-    if mode == "cls":
-        return hidden[:, 0]  # (B, d)
-    mask = _as_bool_mask(attention_mask, hidden.shape[:2])
-    if mask is None:
-        return hidden.mean(dim=1) if mode == "mean" else hidden.amax(dim=1)  # (B, d)
-    m = mask.unsqueeze(-1)  # (B, n, 1)
-    if mode == "mean":
-        total = (hidden * m.to(hidden.dtype)).sum(dim=1)  # (B, d)
-        count = m.sum(dim=1).to(hidden.dtype).clamp(min=1e-9)  # (B, 1)
-        return total / count  # (B, d)
-    out = hidden.masked_fill(~m, float("-inf")).amax(dim=1)  # (B, d)
-    return out.masked_fill(~m.any(dim=1), 0.0)
-
-
-def _as_bool_mask(attention_mask: Tensor | None, shape: Sequence[int]) -> Tensor | None:
-    """``(B, n)`` 1 = real token (bool or integer) → bool ``(B, n)``; ``None`` stays ``None``."""
-    if attention_mask is None:
-        return None
-    check_rank("attention_mask", attention_mask, 2, "(B, n)")
-    if tuple(attention_mask.shape) != tuple(shape):
-        raise ValueError(
-            f"attention_mask has shape {shape_str(attention_mask.shape)} but input_ids have shape "
-            f"{shape_str(shape)}"
-        )
-    if attention_mask.is_floating_point():
-        raise ValueError(
-            f"attention_mask must be bool or integer (1 = real token), got {attention_mask.dtype}"
-        )
-    return attention_mask if attention_mask.dtype == torch.bool else attention_mask != 0
-
-
+@register_model
 class Encoder(PretrainedModel):
     """BERT-style encoder over token ids (see module docstring).
 
@@ -164,12 +114,11 @@ class Encoder(PretrainedModel):
         self.token_embedding = nn.Embedding(config.vocab_size, d)
         types = config.type_vocab_size
         self.type_embedding = nn.Embedding(types, d) if types else None
-        self.positions = positional_scheme(config, bidirectional=True)
+        self.positions = PositionalScheme.from_config(config, max_len=config.max_len, bidirectional=True)
         self.embed_norm = make_norm(config.norm, d, config.norm_eps, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
-        self.encoder = TransformerEncoderStack(
-            config.num_layers, d, config.num_heads, config.ffn_dim, rotary=self.positions.rotary,
-            **layer_kwargs(config),
+        self.encoder = TransformerEncoderStack.from_config(
+            config.block, config.num_layers, rotary=self.positions.rotary
         )
         self.pooler = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if config.pooler else None
         self.tokenizer: Tokenizer | None = None
@@ -200,7 +149,7 @@ class Encoder(PretrainedModel):
         token_type_ids: Tensor | None = None, *, return_weights: bool = False,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         x = self.embed(input_ids, token_type_ids)  # (B, n, d)
-        mask = _as_bool_mask(attention_mask, input_ids.shape)  # (B, n) or None
+        mask = as_bool_mask(attention_mask, input_ids.shape)  # (B, n) or None
         n = input_ids.shape[1]
         bias = self.positions.bias(n, n)  # (H, n, n) or None
         return self.encoder(x, mask, attn_bias=bias, return_weights=return_weights)

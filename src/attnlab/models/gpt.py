@@ -1,30 +1,68 @@
-"""GPT: a decoder-only Transformer language model (Radford et al. 2018, 2019; seed 004
-"Transformer Language Pre-training").
+"""GPT: a decoder-only Transformer language model (Radford et al. 2018, 2019; Ba (CSC413
+Lecture 8), "Transformer Language Pre-training").
 
-    idx (B, n) → token embedding + positions → [causal self-attention + MLP] × L
+    idx (B, n) → token embedding + positions → decoder: [causal self-attention + MLP] × L
                → final norm → logits (B, n, V)   (output layer tied to the token embedding)
 
-Each block is an :class:`~attnlab.blocks.EncoderLayer` run with ``is_causal=True`` (a
-decoder block without cross-attention), pre-LN by default as in GPT-2. Initialisation
-follows GPT-2: N(0, 0.02), with the residual output projections scaled by 1/√(2L).
+The decoder is a :class:`~attnlab.modules.stacks.TransformerEncoderStack` run with
+``is_causal=True`` (decoder layers without cross-attention), pre-LN by default as in GPT-2.
+Initialisation follows GPT-2: N(0, 0.02), with the residual output projections scaled by
+1/√(2L).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import KW_ONLY, dataclass
 
 from torch import Tensor, nn
 
 from attnlab.attention.multihead import KVCache
-from attnlab.blocks import EncoderLayer
-from attnlab.config import GPTConfig
-from attnlab.layers import make_norm
-from attnlab.models.base import ModelCache, PretrainedModel
-from attnlab.models.transformer import check_ids, check_length, layer_kwargs, positional_scheme
+from attnlab.models.base import ModelCache, PretrainedModel, register_model
+from attnlab.modules.block_config import BlockConfig
+from attnlab.modules.positional import PositionalConfig, PositionalScheme
+from attnlab.modules.stacks import TransformerEncoderStack
+from attnlab.validation import check_ids, check_positive
 
 
+@dataclass
+class GPTConfig(BlockConfig, PositionalConfig):
+    """Decoder-only language model: the shared :class:`BlockConfig` and
+    :class:`PositionalConfig` fields and these.
+
+    Defaults follow GPT-2 style: pre-LN, GELU, no dropout, learned positions, the output layer
+    tied to the token embedding (``tie_output``). ``block_size`` is the longest context (and
+    bounds learned positions).
+    """
+
+    vocab_size: int
+    block_size: int = 256
+    num_layers: int = 6
+    tie_output: bool = True
+    _: KW_ONLY
+    d_model: int = 384
+    num_heads: int = 6
+    dropout: float = 0.0
+    activation: str = "gelu"
+    norm_first: bool = True
+    positional: str = "learned"
+
+    renamed_fields = {"tie_weights": "tie_output"}  # attnlab 0.1 checkpoints
+
+    def __post_init__(self) -> None:
+        self.check_block()
+        self.check_positions(self.head_dim)
+        for name in ("vocab_size", "block_size", "num_layers"):
+            check_positive(name, getattr(self, name))
+
+    @property
+    def max_len(self) -> int:
+        return self.block_size
+
+
+@register_model
 class GPT(PretrainedModel):
-    """Decoder-only language model built from a :class:`~attnlab.config.GPTConfig`.
+    """Decoder-only language model built from a :class:`GPTConfig`.
 
     ``model(idx)``: ``idx`` ``(B, n)`` token ids → next-token logits ``(B, n, vocab_size)``.
     With ``cache=model.new_cache()``, ``idx`` holds only the new tokens and positions continue
@@ -34,27 +72,22 @@ class GPT(PretrainedModel):
 
     model_type = "gpt"
     config_class = GPTConfig
+    renamed_weights = {"layers.": "decoder.layers.", "norm.": "decoder.norm."}  # attnlab 0.1
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         self.config = c = config
         self.block_size = c.block_size
         self.tok_embed = nn.Embedding(c.vocab_size, c.d_model)
-        self.pos = positional_scheme(c, bidirectional=False)
+        self.pos = PositionalScheme.from_config(c, max_len=c.block_size, bidirectional=False)
         self.dropout = nn.Dropout(c.dropout)
-        self.layers = nn.ModuleList(
-            EncoderLayer(
-                c.d_model, c.num_heads, c.ffn_dim, rotary=self.pos.rotary, **layer_kwargs(c)
-            )
-            for _ in range(c.num_layers)
-        )
-        self.norm = make_norm(c.norm, c.d_model, c.norm_eps, bias=c.bias) if c.norm_first else None
+        self.decoder = TransformerEncoderStack.from_config(c.block, c.num_layers, rotary=self.pos.rotary)
         self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by 1/√(2L)
             if name.endswith(("out_proj.weight", "ffn.w2.weight")):
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * c.num_layers))
-        if c.tie_weights:
+        if c.tie_output:
             self.head.weight = self.tok_embed.weight  # (V, d)
 
     @staticmethod
@@ -68,7 +101,7 @@ class GPT(PretrainedModel):
 
     def new_cache(self) -> ModelCache:
         """Empty per-layer :class:`KVCache` s for incremental decoding."""
-        return ModelCache(KVCache() for _ in self.layers)
+        return ModelCache(KVCache() for _ in self.decoder.layers)
 
     def forward(
         self, idx: Tensor, *, cache: ModelCache | None = None, return_weights: bool = False
@@ -88,28 +121,9 @@ class GPT(PretrainedModel):
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """The final-norm hidden states ``(B, n, d)`` the LM head reads (GPT-1's h_L, used
         for fine-tuning heads), or ``(h, [weights (B, H, n, n_k)] per layer)``."""
-        c = self.config
-        check_ids("idx", idx, c.vocab_size)
+        check_ids("idx", idx, self.config.vocab_size)
         offset, n = (0 if cache is None else cache.offset), idx.shape[1]
-        check_length("idx", offset + n, c, "block_size")
-        if cache is not None and len(cache) != len(self.layers):
-            raise ValueError(
-                f"cache has {len(cache)} entries but the model has {len(self.layers)} layers"
-            )
+        self.pos.check_length("idx", offset + n, "block_size")
         x = self.dropout(self.pos.add(self.tok_embed(idx), offset))  # (B, n, d)
         bias = self.pos.bias(n, offset + n)  # (1, H, n, n_k) or None
-        weights = []
-        for i, layer in enumerate(self.layers):
-            x = layer(
-                x,
-                attn_bias=bias,
-                is_causal=True,
-                cache=None if cache is None else cache[i],
-                return_weights=return_weights,
-            )  # (B, n, d)
-            if return_weights:
-                x, w = x
-                weights.append(w)
-        if self.norm is not None:
-            x = self.norm(x)
-        return (x, weights) if return_weights else x
+        return self.decoder(x, attn_bias=bias, is_causal=True, cache=cache, return_weights=return_weights)

@@ -1,5 +1,6 @@
-"""The encoder-decoder Transformer over token ids (Vaswani et al. 2017; seed 004
-"Transformer Machine Translation", seed 001 "Basic Transformer Encoder Block").
+"""The encoder-decoder Transformer over token ids (Vaswani et al. 2017; Ba (CSC413 Lecture 8),
+"Transformer Machine Translation"; Steinert-Threlkeld (Transformers I), "Basic Transformer
+Encoder Block").
 
     src ids (B, S) → E_src · √d + P → encoder ×N → memory (B, S, d)
     tgt ids (B, T) → E_tgt · √d + P → decoder ×N (causal self-attn, cross-attn to memory)
@@ -18,58 +19,53 @@ cross-attention keys/values are projected from the memory once, at the first ste
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from attnlab.attention.multihead import KVCache
-from attnlab.config import TransformerConfig
-from attnlab.models.base import ModelCache, PretrainedModel
-from attnlab.positional import PositionalScheme
-from attnlab.stacks import TransformerDecoderStack, TransformerEncoderStack
-from attnlab.validation import check_rank, check_token_ids
+from attnlab.models.base import ModelCache, PretrainedModel, register_model
+from attnlab.modules.block_config import BlockConfig
+from attnlab.modules.positional import PositionalConfig, PositionalScheme
+from attnlab.modules.stacks import TransformerDecoderStack, TransformerEncoderStack
+from attnlab.validation import check_ids, check_positive, check_rank
 
 
-def positional_scheme(config, *, bidirectional: bool) -> PositionalScheme:
-    """The config's positional scheme (``config.positional``) for one side of a model."""
-    return PositionalScheme(
-        config.positional,
-        d_model=config.d_model,
-        num_heads=config.num_heads,
-        max_len=config.max_len,
-        bidirectional=bidirectional,
-        rope_base=config.rope_base,
-        num_buckets=config.num_buckets,
-        max_distance=config.max_distance,
-    )
+@dataclass
+class TransformerConfig(BlockConfig, PositionalConfig):
+    """Encoder-decoder Transformer: the shared :class:`BlockConfig` and
+    :class:`PositionalConfig` fields (defaults: the paper's base model, sinusoidal positions)
+    and these.
 
+    ``tgt_vocab_size=None`` means the source vocabulary size. ``share_embeddings`` ties source
+    and target embeddings (one joint vocabulary, sizes must match); ``tie_output`` ties the
+    target embedding and the output projection. ``max_len`` bounds learned positions.
+    """
 
-def layer_kwargs(config) -> dict:
-    """Keyword arguments for :class:`~attnlab.blocks.EncoderLayer` / ``DecoderLayer``."""
-    return dict(
-        dropout=config.dropout,
-        attention_dropout=config.attn_dropout,
-        activation=config.activation,
-        norm_first=config.norm_first,
-        norm=config.norm,
-        eps=config.norm_eps,
-        bias=config.bias,
-    )
+    src_vocab_size: int
+    tgt_vocab_size: int | None = None
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    max_len: int = 512
+    pad_id: int = 0
+    share_embeddings: bool = False
+    tie_output: bool = True
 
-
-def check_ids(name: str, ids: Tensor, vocab_size: int) -> None:
-    """Token ids ``(B, n)`` in ``[0, vocab_size)``; errors name ``name``."""
-    check_rank(name, ids, 2, "(B, n) token ids")
-    check_token_ids(name, ids, vocab_size)
-
-
-def check_length(name: str, length: int, config, limit_name: str = "max_len") -> None:
-    """Learned positions cannot extrapolate: ``length`` must fit ``config.max_len``."""
-    if config.positional == "learned" and length > config.max_len:
-        raise ValueError(
-            f"{name} reaches length {length} but learned positions allow at most "
-            f"{limit_name}={config.max_len}"
-        )
+    def __post_init__(self) -> None:
+        self.check_block()
+        self.check_positions(self.head_dim)
+        if self.tgt_vocab_size is None:
+            self.tgt_vocab_size = self.src_vocab_size
+        for name in ("src_vocab_size", "tgt_vocab_size", "num_encoder_layers", "num_decoder_layers", "max_len"):
+            check_positive(name, getattr(self, name))
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(
+                f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
+                f"and tgt_vocab_size={self.tgt_vocab_size}"
+            )
+        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ValueError(f"pad_id must be a token id in both vocabularies, got {self.pad_id}")
 
 
 def _unless_all_real(mask: Tensor | None) -> Tensor | None:
@@ -80,8 +76,9 @@ def _unless_all_real(mask: Tensor | None) -> Tensor | None:
     return None if bool(mask.all()) else mask
 
 
+@register_model
 class Transformer(PretrainedModel):
-    """Encoder-decoder Transformer built from a :class:`~attnlab.config.TransformerConfig`.
+    """Encoder-decoder Transformer built from a :class:`TransformerConfig`.
 
     ``model(src, tgt_in)``: ``src`` ``(B, S)`` and ``tgt_in`` ``(B, T)`` token ids → logits
     ``(B, T, tgt_vocab_size)`` (teacher forcing: ``tgt_in`` is the target shifted right).
@@ -97,24 +94,14 @@ class Transformer(PretrainedModel):
         self.tgt_embed = (
             self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.d_model)
         )
-        self.src_pos = positional_scheme(c, bidirectional=True)
-        self.tgt_pos = positional_scheme(c, bidirectional=False)
+        self.src_pos = PositionalScheme.from_config(c, max_len=c.max_len, bidirectional=True)
+        self.tgt_pos = PositionalScheme.from_config(c, max_len=c.max_len, bidirectional=False)
         self.dropout = nn.Dropout(c.dropout)  # on embeddings + positions (paper §5.4)
-        self.encoder = TransformerEncoderStack(
-            c.num_encoder_layers,
-            c.d_model,
-            c.num_heads,
-            c.ffn_dim,
-            rotary=self.src_pos.rotary,
-            **layer_kwargs(c),
+        self.encoder = TransformerEncoderStack.from_config(
+            c.block, c.num_encoder_layers, rotary=self.src_pos.rotary
         )
-        self.decoder = TransformerDecoderStack(
-            c.num_decoder_layers,
-            c.d_model,
-            c.num_heads,
-            c.ffn_dim,
-            rotary=self.tgt_pos.rotary,
-            **layer_kwargs(c),
+        self.decoder = TransformerDecoderStack.from_config(
+            c.block, c.num_decoder_layers, rotary=self.tgt_pos.rotary
         )
         self.output = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self._init_weights()
@@ -141,7 +128,7 @@ class Transformer(PretrainedModel):
         """``src`` ``(B, S)`` ids → ``(memory (B, S, d), src_mask (B, S))``; True = real token."""
         c = self.config
         check_ids("src", src, c.src_vocab_size)
-        check_length("src", src.shape[1], c)
+        self.src_pos.check_length("src", src.shape[1])
         src_mask = src != c.pad_id  # (B, S)
         x = self._embed(src, self.src_embed, self.src_pos, 0)  # (B, S, d)
         bias = self.src_pos.bias(src.shape[1], src.shape[1])  # (1, H, S, S) or None
@@ -177,7 +164,7 @@ class Transformer(PretrainedModel):
             )
         offset = 0 if cache is None else cache.offset
         n_q = tgt.shape[1]
-        check_length("tgt", offset + n_q, c)
+        self.tgt_pos.check_length("tgt", offset + n_q)
         x = self._embed(tgt, self.tgt_embed, self.tgt_pos, offset)  # (B, T, d)
         bias = self.tgt_pos.bias(n_q, offset + n_q)  # (1, H, T, n_k) or None
         out = self.decoder(

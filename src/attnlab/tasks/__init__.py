@@ -1,28 +1,53 @@
 """Tasks: the glue that turns a TOML recipe into data, a model, a training run and decoding.
 
-A recipe names its task at the top level (``task = "translation"`` or
-``task = "language_model"``); :func:`load_recipe` reads it and :func:`task_module` finds the
-module that implements it. Each task module provides:
+A recipe names its task at the top level (``task = "translation"``); :func:`train` finds the
+:class:`~attnlab.tasks.base.Task` registered under that name and runs it through the one
+training driver; ``attnlab evaluate`` finds the task by the checkpoint's ``model_type``.
 
-* ``train(recipe: dict, *, run_dir, resume, data_dir) -> Path`` — train, return the run dir;
-* ``evaluate(checkpoint, args) -> dict`` — score a checkpoint of that task's model type.
+* :mod:`~attnlab.tasks.base` — the :class:`Task` seam, the registry, :func:`train`
+* :mod:`~attnlab.tasks.recipe` — :class:`Recipe`, :class:`ModelTable` (TOML tables → dataclasses)
+* :mod:`~attnlab.tasks.translation` — Multi30k translation (:class:`TranslationTask`), with
+  :mod:`~attnlab.tasks.translation_recipe` and :mod:`~attnlab.tasks.translator`
+* :mod:`~attnlab.tasks.language_model` — a GPT on tinyshakespeare (:class:`LanguageModelTask`)
+* :mod:`~attnlab.tasks.finetune` — GPT-1-style transfer: fine-tuned against from scratch
+* :mod:`~attnlab.tasks.commands` — the CLI's task commands
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-TASKS = {"translation": "attnlab.tasks.translation", "language_model": "attnlab.tasks.language_model"}
-MODEL_TYPE_TASKS = {"transformer": "translation", "gpt": "language_model"}
+from attnlab.tasks.base import (
+    TASKS,
+    EvaluateRequest,
+    Task,
+    register_task,
+    task_class,
+    task_for_checkpoint,
+    train,
+)
+from attnlab.tasks.language_model import LanguageModelTask, LMRecipe
+from attnlab.tasks.recipe import ModelTable, Recipe
+from attnlab.tasks.translation import TranslationTask
+from attnlab.tasks.translation_recipe import TranslationRecipe
 
-
-def task_module(task: str) -> ModuleType:
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
-    return importlib.import_module(TASKS[task])
+__all__ = [
+    "TASKS",
+    "EvaluateRequest",
+    "LMRecipe",
+    "LanguageModelTask",
+    "ModelTable",
+    "Recipe",
+    "Task",
+    "TranslationRecipe",
+    "TranslationTask",
+    "load_recipe",
+    "register_task",
+    "task_class",
+    "task_for_checkpoint",
+    "train",
+]
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Language modelling task: train a GPT on tinyshakespeare, sample from it, score it.
 
-Seed 004, "Transformer Language Pre-training": a decoder-only Transformer trained to
+Ba (CSC413 Lecture 8), "Transformer Language Pre-training": a decoder-only Transformer trained to
 predict the next token, ``L1 = Σ_t log P(u_t | u_<t)`` (Radford et al. 2018, eq. 1). The
 recipe follows nanoGPT's ``train_shakespeare_char``: the first ``train_fraction`` (90 %) of
 the text trains, the rest validates; training batches are random contiguous windows
@@ -13,8 +13,8 @@ A recipe (``configs/shakespeare_char.toml``) maps 1:1 onto :class:`LMRecipe`::
     [data]   corpus, tokenizer ("char" | "bpe"), vocab_size (bpe), train_fraction,
              block_size, batch_size, seed
     [model]  GPTConfig fields except vocab_size (from the tokenizer) and block_size (from data)
-    [optim]  lr, min_lr, warmup, decay_steps (default train.max_steps), weight_decay,
-             decay_embeddings, betas
+    [optim]  OptimConfig fields: lr, min_lr, warmup, decay_steps (default train.max_steps),
+             weight_decay, decay_embeddings, betas (AdamW and warmup + cosine by default)
     [train]  TrainConfig fields (max_steps is required: the windows never run out)
     [eval]   eval_iters (random val windows per periodic eval), sample_chars
 
@@ -26,11 +26,9 @@ token (per character for ``tokenizer = "char"``).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,15 +37,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.config import GPTConfig, from_dict
+from attnlab.checkpoint import load_config, resolve_resume
+from attnlab.config import from_dict
 from attnlab.data import CharTokenizer, LMDataset, Tokenizer, load_tinyshakespeare, load_tokenizer
 from attnlab.data.tokenizers import SPECIAL_TOKENS, AnyTokenizer
 from attnlab.evaluation import perplexity
 from attnlab.generation import sample
-from attnlab.models import GPT
-from attnlab.training import TrainConfig, Trainer, adamw, lambda_lr, resolve_resume, warmup_cosine
+from attnlab.models import GPT, GPTConfig
+from attnlab.tasks.base import EvaluateRequest, Task, register_task
+from attnlab.tasks.recipe import RECIPE_FILE, ModelTable, Recipe
+from attnlab.training import OptimConfig, TrainResult
+from attnlab.training.losses import mean_loss
+from attnlab.validation import check_choice, check_positive
 
-RECIPE_FILE = "recipe.json"
 TOKENIZERS = ("char", "bpe")
 CORPORA = ("tinyshakespeare",)
 
@@ -65,40 +67,22 @@ class LMData:
     seed: int = 1337
 
     def __post_init__(self) -> None:
-        if self.corpus not in CORPORA:
-            raise ValueError(f"data.corpus must be one of {', '.join(CORPORA)}, got {self.corpus!r}")
-        if self.tokenizer not in TOKENIZERS:
-            raise ValueError(f"data.tokenizer must be 'char' or 'bpe', got {self.tokenizer!r}")
+        check_choice("data.corpus", self.corpus, CORPORA)
+        check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
         if not 0.0 < self.train_fraction < 1.0:
             raise ValueError(f"data.train_fraction must be in (0, 1), got {self.train_fraction}")
         for name in ("block_size", "batch_size", "vocab_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"data.{name} must be > 0, got {getattr(self, name)}")
-
-
-# [model]: every GPTConfig field except the two that come from the data and the tokenizer.
-LMModel = dataclasses.make_dataclass(
-    "LMModel",
-    [
-        (f.name, f.type, field(default=f.default))
-        for f in dataclasses.fields(GPTConfig)
-        if f.name not in ("vocab_size", "block_size")
-    ],
-)
-LMModel.__doc__ = "``[model]``: GPTConfig fields; vocab_size and block_size are filled in."
+            check_positive(f"data.{name}", getattr(self, name))
 
 
 @dataclass
-class LMOptim:
-    """``[optim]``: AdamW (decay / no-decay groups) with linear warmup and cosine decay."""
+class LMOptim(OptimConfig):
+    """``[optim]``: :class:`~attnlab.training.OptimConfig`, by default AdamW (decay / no-decay
+    groups, β = (0.9, 0.99), weight decay 0.1) with linear warmup and cosine decay to 1e-4."""
 
-    lr: float = 1e-3
     min_lr: float = 1e-4
-    warmup: int = 100
-    decay_steps: int | None = None  # None: train.max_steps (nanoGPT lr_decay_iters)
     weight_decay: float = 0.1
-    decay_embeddings: bool = False  # true: nanoGPT's rule, embedding tables decay too
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
+    betas: list[float] | None = field(default_factory=lambda: [0.9, 0.99])
 
 
 @dataclass
@@ -113,37 +97,24 @@ class LMEval:
 
 
 @dataclass
-class LMRecipe:
+class LMRecipe(Recipe):
     """A whole language-model recipe (one TOML file)."""
 
-    task: str
-    train: TrainConfig
-    data: LMData = field(default_factory=LMData)
-    model: Any = field(default_factory=LMModel)
-    optim: LMOptim = field(default_factory=LMOptim)
-    eval: LMEval = field(default_factory=LMEval)
+    data: LMData
+    model: ModelTable[GPTConfig]
+    optim: LMOptim
+    eval: LMEval
+
+    task_name = "language_model"
+    model_config_class = GPTConfig
 
     @classmethod
-    def from_dict(cls, recipe: dict[str, Any]) -> LMRecipe:
-        """Map the TOML tables onto the dataclasses; unknown keys raise by name."""
-        tables = {"data": LMData, "model": LMModel, "optim": LMOptim, "eval": LMEval}
-        allowed = {"task", "train", *tables}
-        unknown = sorted(set(recipe) - allowed)
-        if unknown:
-            raise ValueError(f"unknown table(s) {unknown} in recipe (allowed: {sorted(allowed)})")
-        if recipe.get("task") != "language_model":
-            raise ValueError(f"task must be 'language_model', got {recipe.get('task')!r}")
-        if "train" not in recipe:
-            raise ValueError("recipe must have a [train] table with max_steps")
-        train = from_dict(TrainConfig, recipe["train"], where="train")
-        if train.max_steps is None:
-            raise ValueError("train.max_steps must be set: language-model windows never run out")
-        parts = {k: from_dict(c, recipe.get(k, {}), where=k) for k, c in tables.items()}
-        return cls(task="language_model", train=train, **parts)
+    def model_stand_ins(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+        return {"vocab_size": 1, "block_size": tables["data"].block_size}
 
-    def gpt_config(self, vocab_size: int) -> GPTConfig:
-        fields = dataclasses.asdict(self.model)
-        return GPTConfig(vocab_size=vocab_size, block_size=self.data.block_size, **fields)
+    def check(self) -> None:
+        if self.train.max_steps is None:
+            raise ValueError("train.max_steps must be set: language-model windows never run out")
 
 
 # ----------------------------------------------------------------------------- data
@@ -184,16 +155,6 @@ def lm_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, int
     return loss, y.numel()
 
 
-@torch.no_grad()
-def mean_loss(model: nn.Module, batches: list[tuple[Tensor, Tensor]]) -> float:
-    """Mean next-token loss (nats per token) over ``batches``."""
-    total, count = 0.0, 0
-    for batch in batches:
-        loss, n = lm_loss(model, batch)
-        total, count = total + float(loss), count + n
-    return total / count
-
-
 def val_windows(tokens: Tensor, block_size: int, batch_size: int) -> list[tuple[Tensor, Tensor]]:
     """The whole validation stream as non-overlapping windows, in batches (deterministic)."""
     n = (tokens.numel() - 1) // block_size
@@ -205,10 +166,8 @@ def val_windows(tokens: Tensor, block_size: int, batch_size: int) -> list[tuple[
 
 
 def full_val_loss(model: nn.Module, val_tokens: Tensor, block_size: int) -> dict[str, float]:
-    was_training = model.training
-    model.eval()
-    loss = mean_loss(model, val_windows(val_tokens, block_size, 64))
-    model.train(was_training)
+    """Loss and perplexity over the whole validation stream (non-overlapping windows)."""
+    loss = mean_loss(model, lm_loss, val_windows(val_tokens, block_size, 64))
     return {"val_loss": loss, "perplexity": perplexity(loss)}
 
 
@@ -262,129 +221,114 @@ def generate_text(
     return tokenizer.decode(new)
 
 
-def load_lm(checkpoint: str | Path) -> tuple[GPT, AnyTokenizer]:
-    model = GPT.from_pretrained(checkpoint)
-    return model, load_tokenizer(checkpoint)
+# ----------------------------------------------------------------------------- the task
+@register_task
+class LanguageModelTask(Task):
+    """A GPT on tinyshakespeare (see the module docstring)."""
 
+    recipe_class = LMRecipe
+    model_types = ("gpt",)
+    recipe: LMRecipe
 
-# ----------------------------------------------------------------------------- commands
-def train(recipe: dict[str, Any], *, run_dir: str | Path, resume=None, data_dir=None) -> Path:
-    """Train a GPT from ``recipe``; checkpoints, metrics and ``results.json`` go to ``run_dir``."""
-    r = LMRecipe.from_dict(recipe)
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    text = load_tinyshakespeare(data_dir)
-    train_text, val_text = split_text(text, r.data.train_fraction)
-    if resume is not None:
-        tokenizer = load_tokenizer(resolve_resume(resume))
-    else:
-        tokenizer = build_tokenizer(r.data, text, train_text)
-    tokenizer_file = tokenizer.save(run_dir)
-    train_ids, val_ids = encode(tokenizer, train_text), encode(tokenizer, val_text)  # (N,), (M,)
+    def prepare(self, resume: Path | None) -> None:
+        """The text, its tokenizer (or the resumed run's), the token streams and the fixed
+        random validation windows of the periodic evaluations."""
+        d = self.recipe.data
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        text = load_tinyshakespeare(self.data_dir)
+        train_text, val_text = split_text(text, d.train_fraction)
+        if resume is not None:
+            self.tokenizer = load_tokenizer(resolve_resume(resume))
+        else:
+            self.tokenizer = build_tokenizer(d, text, train_text)
+        self.tokenizer_file = self.tokenizer.save(self.run_dir)
+        self.train_ids, self.val_ids = encode(self.tokenizer, train_text), encode(self.tokenizer, val_text)
+        windows = LMDataset(self.val_ids, d.block_size, seed=d.seed)
+        self.eval_batches = [windows.get_batch(d.batch_size) for _ in range(self.recipe.eval.eval_iters)]
 
-    torch.manual_seed(r.train.seed)
-    model = GPT(r.gpt_config(tokenizer.vocab_size))
-    o = r.optim
-    optimizer = adamw(
-        model, o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas), decay_embeddings=o.decay_embeddings
-    )
-    total = o.decay_steps or r.train.max_steps
-    scheduler = lambda_lr(optimizer, warmup_cosine(o.warmup, total, o.lr, o.min_lr))
+    def build_model(self) -> GPT:
+        return GPT(self.recipe.model.build(vocab_size=self.tokenizer.vocab_size, block_size=self.recipe.data.block_size))
 
-    eval_set = LMDataset(val_ids, r.data.block_size, seed=r.data.seed)
-    eval_batches = [eval_set.get_batch(r.data.batch_size) for _ in range(r.eval.eval_iters)]
+    def describe(self, model: nn.Module) -> str:
+        return (
+            f"GPT: {model.num_parameters():,} parameters, vocabulary {self.tokenizer.vocab_size}, "
+            f"{self.train_ids.numel():,} train / {self.val_ids.numel():,} val tokens"
+        )
 
-    def eval_fn(m: nn.Module) -> dict[str, float]:
-        loss = mean_loss(m, eval_batches)
+    def train_data(self) -> Callable[[int], Iterator[tuple[Tensor, Tensor]]]:
+        return train_windows(self.train_ids, self.recipe.data)
+
+    def checkpoint_files(self) -> dict[str, Any]:
+        return {**super().checkpoint_files(), self.tokenizer_file.name: self.tokenizer_file}
+
+    def loss(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, int]:
+        return lm_loss(model, batch)
+
+    def validate(self, model: nn.Module) -> dict[str, float]:
+        loss = mean_loss(model, lm_loss, self.eval_batches)
         return {"val_loss": loss, "perplexity": perplexity(loss)}
 
-    config = dataclasses.replace(r.train, run_dir=str(run_dir))
-    files = {"tokenizer.json": tokenizer_file, RECIPE_FILE: json.dumps(recipe, indent=2).encode()}
-    trainer = Trainer(
-        model,
-        optimizer,
-        lm_loss,
-        train_windows(train_ids, r.data),
-        config,
-        scheduler=scheduler,
-        eval_fn=eval_fn,
-        files=files,
-    )
-    print(
-        f"GPT: {model.num_parameters():,} parameters, vocabulary {tokenizer.vocab_size}, "
-        f"{train_ids.numel():,} train / {val_ids.numel():,} val tokens",
-        flush=True,
-    )
-    start = time.perf_counter()
-    result = trainer.fit(resume_from=resume)
-    wall = time.perf_counter() - start
-    _report(run_dir, r, model, tokenizer, val_ids, result, wall)
-    return run_dir
+    def report(self, model: nn.Module, result: TrainResult) -> dict[str, Any]:
+        """Print and write ``results.json``: whole-split validation loss, perplexity, time, a sample."""
+        ev = self.recipe.eval
+        final = full_val_loss(model, self.val_ids, self.recipe.data.block_size)
+        text = generate_text(
+            model, self.tokenizer, "\n", ev.sample_chars,
+            temperature=ev.temperature, top_k=ev.top_k, seed=ev.sample_seed,
+        )[: ev.sample_chars]
+        results = {
+            **final,
+            "wall_time_s": result.seconds,
+            "steps": result.step,
+            "stopped": result.stopped,
+            "last_eval": result.last_eval,
+            "checkpoint": str(result.last_checkpoint),
+            "sample": text,
+        }
+        (self.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        print(
+            f"val loss {final['val_loss']:.4f} (whole validation split), perplexity "
+            f"{final['perplexity']:.3f}, {result.step} steps in {result.seconds:.1f} s ({result.stopped})"
+        )
+        print(f"checkpoint: {result.last_checkpoint}\nsample:\n{text}", flush=True)
+        return results
+
+    @classmethod
+    def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
+        """Loss and perplexity of ``checkpoint`` on the whole validation split."""
+        if request.split not in (None, "val"):
+            raise ValueError(f"split must be 'val' for a language model, got {request.split!r}")
+        model, tokenizer = load_lm(checkpoint, device=request.device)
+        data = _checkpoint_data(Path(checkpoint))
+        _, val_text = split_text(load_tinyshakespeare(request.data_dir), data.train_fraction)
+        return full_val_loss(model, encode(tokenizer, val_text), model.config.block_size)
+
+    @classmethod
+    def format_scores(cls, scores: Mapping[str, Any]) -> str:
+        return f"val loss {scores['val_loss']:.4f}  perplexity {scores['perplexity']:.4f}"
 
 
-def _report(run_dir: Path, r: LMRecipe, model: GPT, tokenizer, val_ids, result, wall: float) -> None:
-    """Print and write ``results.json``: final full-validation loss, perplexity, time, sample."""
-    final = full_val_loss(model, val_ids, r.data.block_size)
-    text = generate_text(
-        model,
-        tokenizer,
-        "\n",
-        r.eval.sample_chars,
-        temperature=r.eval.temperature,
-        top_k=r.eval.top_k,
-        seed=r.eval.sample_seed,
-    )[: r.eval.sample_chars]
-    results = {
-        **final,
-        "wall_time_s": wall,
-        "steps": result.step,
-        "stopped": result.stopped,
-        "last_eval": result.last_eval,
-        "checkpoint": str(result.last_checkpoint),
-        "sample": text,
-    }
-    (run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(
-        f"val loss {final['val_loss']:.4f} (whole validation split), perplexity "
-        f"{final['perplexity']:.3f}, {result.step} steps in {wall:.1f} s ({result.stopped})"
-    )
-    print(f"checkpoint: {result.last_checkpoint}\nsample:\n{text}", flush=True)
+def load_lm(checkpoint: str | Path, *, device: str | torch.device = "cpu") -> tuple[GPT, AnyTokenizer]:
+    """A GPT checkpoint and its tokenizer."""
+    if load_config(checkpoint).get("model_type") != GPT.model_type:
+        raise ValueError(f"checkpoint {checkpoint} is not a language model (model_type gpt)")
+    return GPT.from_pretrained(checkpoint, device=device), load_tokenizer(checkpoint)
 
 
 def _checkpoint_data(checkpoint: Path) -> LMData:
+    """The ``[data]`` table a checkpoint was trained with (defaults for an older checkpoint)."""
     file = checkpoint / RECIPE_FILE
     if not file.is_file():
         return LMData()
-    return from_dict(LMData, json.loads(file.read_text()).get("data", {}), where="data")
-
-
-def evaluate_cli(args: argparse.Namespace) -> int:
-    """``attnlab evaluate CHECKPOINT``: loss and perplexity on the validation split."""
-    split = getattr(args, "split", None)
-    if split not in (None, "val"):
-        raise ValueError(f"split must be 'val' for a language model, got {split!r}")
-    checkpoint = Path(args.checkpoint)
-    model, tokenizer = load_lm(checkpoint)
-    data = _checkpoint_data(checkpoint)
-    text = load_tinyshakespeare(getattr(args, "data_dir", None))
-    _, val_text = split_text(text, data.train_fraction)
-    scores = full_val_loss(model, encode(tokenizer, val_text), model.config.block_size)
-    print(f"val loss {scores['val_loss']:.4f}  perplexity {scores['perplexity']:.4f}")
-    return 0
+    return from_dict(LMData, json.loads(file.read_text()).get("data", {}), where="[data]")
 
 
 def generate_cli(args: argparse.Namespace) -> int:
     """``attnlab generate CHECKPOINT --prompt ...``: print the prompt and its continuation."""
-    model, tokenizer = load_lm(args.checkpoint)
+    model, tokenizer = load_lm(args.checkpoint, device=args.device)
     text = generate_text(
-        model,
-        tokenizer,
-        args.prompt,
-        args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
+        model, tokenizer, args.prompt, args.max_new_tokens,
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
     )
     print(args.prompt + text, flush=True)
     return 0

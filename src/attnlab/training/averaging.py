@@ -14,8 +14,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.checkpoint import WEIGHTS_NAME, load_state_file
-from attnlab.training.checkpoints import list_checkpoints
+from attnlab.checkpoint import WEIGHTS_NAME, list_checkpoints, load_state_file
 
 
 def _weights_file(path: str | Path) -> Path:

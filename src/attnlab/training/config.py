@@ -69,3 +69,4 @@ class TrainResult:
     last_checkpoint: Path | None
     last_eval: dict[str, float]
     history: list[dict[str, float]]  # one {"step", "loss", "lr", "tokens"} per optimizer step
+    seconds: float = 0.0  # wall time of this fit (a resumed run counts from the resume)

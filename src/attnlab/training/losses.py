@@ -1,4 +1,4 @@
-"""Label-smoothed cross-entropy, the translator's training loss.
+"""Label-smoothed cross-entropy, the translator's training loss, and a model's mean loss.
 
 Vaswani et al. (2017), "Attention Is All You Need", §5.4 *Label Smoothing*: "we employed
 label smoothing of value ε_ls = 0.1. This hurts perplexity ... but improves accuracy and
@@ -11,14 +11,19 @@ uniformly over the whole vocabulary (the convention of
 The loss is returned as a **sum** by default, together with the number of target tokens,
 so that the trainer can normalise by the token count of a whole optimizer step (gradient
 accumulation and data parallelism then give exactly the large-batch gradient).
+:func:`mean_loss` averages such a loss over a whole dataset the same way (validation).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
+from attnlab.devices import autocast, model_device, to_device
 from attnlab.validation import check_floating, check_rank, check_tensor, shape_str
 
 _REDUCTIONS = ("sum", "mean")
@@ -88,3 +93,28 @@ def label_smoothed_cross_entropy(
     if reduction == "mean":
         loss = loss / num_tokens.clamp(min=1)
     return loss, num_tokens
+
+
+@torch.no_grad()
+def mean_loss(
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module, Any], tuple[Tensor, Tensor | int]],
+    batches: Iterable[Any],
+    *,
+    bf16: bool = False,
+) -> float:
+    """``Σ loss_sum / Σ num_tokens`` of ``loss_fn(model, batch)`` over ``batches`` (each moved to
+    the model's device; bf16 autocast on that device when ``bf16``), in eval mode, no grad."""
+    device, was_training = model_device(model), model.training
+    model.eval()
+    total, count = 0.0, 0
+    try:
+        with autocast(device, bf16):
+            for batch in batches:
+                loss, n = loss_fn(model, to_device(batch, device))
+                total, count = total + float(loss), count + int(n)
+    finally:
+        model.train(was_training)
+    if count == 0:
+        raise ValueError("mean_loss got no target tokens: the batches are empty")
+    return total / count

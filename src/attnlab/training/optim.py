@@ -1,4 +1,5 @@
-"""Optimizers: the paper's Adam for translation and AdamW with decay / no-decay groups.
+"""Optimizers: the paper's Adam for translation and AdamW with decay / no-decay groups, and
+the ``[optim]`` table every recipe shares (:class:`OptimConfig`, :func:`build_optimizer`).
 
 - Translation (Vaswani et al. 2017, §5.3): Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9, no
   weight decay, learning rate from the warmup schedule (:mod:`attnlab.training.schedules`).
@@ -10,11 +11,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
 
-from attnlab.validation import check_positive
+from attnlab.config import Config
+from attnlab.training.schedules import constant, lambda_lr, noam, warmup_cosine
+from attnlab.validation import check_choice, check_positive
+
+OPTIMIZERS = ("adam", "adamw")
+SCHEDULES = ("noam", "warmup_cosine", "constant")
 
 TRANSLATION_BETAS = (0.9, 0.98)
 TRANSLATION_EPS = 1e-9
@@ -103,9 +111,11 @@ def make_optimizer(
     weight_decay: float = 0.0,
     betas: tuple[float, float] | None = None,
     eps: float | None = None,
+    decay_embeddings: bool = False,
 ) -> torch.optim.Optimizer:
     """Build an optimizer by name for recipes: ``"adam"`` (defaults to the paper's β and ε,
-    no decay) or ``"adamw"`` (decay / no-decay groups, GPT's β and ε by default)."""
+    no decay) or ``"adamw"`` (decay / no-decay groups, GPT's β and ε by default;
+    ``decay_embeddings`` as in :func:`no_decay_names`)."""
     if name == "adam":
         if weight_decay:
             raise ValueError(f"weight_decay must be 0 for 'adam' (use 'adamw'), got {weight_decay}")
@@ -124,5 +134,73 @@ def make_optimizer(
             weight_decay=weight_decay,
             betas=betas or (0.9, 0.95),
             eps=1e-8 if eps is None else eps,
+            decay_embeddings=decay_embeddings,
         )
     raise ValueError(f"optimizer name must be 'adam' or 'adamw', got {name!r}")
+
+
+@dataclass
+class OptimConfig(Config):
+    """The ``[optim]`` table of every recipe: optimizer and learning-rate schedule.
+
+    ``optimizer``: "adam" (the paper's β = (0.9, 0.98), ε = 1e-9, no weight decay) or "adamw"
+    (decay / no-decay groups). ``schedule``: "noam" (``lr`` is the paper's scale, eq. 3),
+    "warmup_cosine" (``lr`` is the peak, reached after ``warmup`` steps, then a cosine down to
+    ``min_lr`` at ``decay_steps``, default ``train.max_steps``) or "constant" (after
+    ``warmup``). ``betas`` ``None``: the optimizer's default. ``decay_embeddings``: decay the
+    embedding tables too (nanoGPT's rule).
+    """
+
+    optimizer: str = "adamw"
+    lr: float = 1e-3
+    schedule: str = "warmup_cosine"
+    warmup: int = 100
+    min_lr: float = 0.0
+    decay_steps: int | None = None
+    weight_decay: float = 0.0
+    decay_embeddings: bool = False
+    betas: list[float] | None = None
+
+    renamed_fields = {"total_steps": "decay_steps"}
+
+    def __post_init__(self) -> None:
+        check_choice("optim.optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("optim.schedule", self.schedule, SCHEDULES)
+        check_positive("optim.lr", self.lr)
+        check_positive("optim.warmup", self.warmup, allow_zero=True)
+        check_positive("optim.weight_decay", self.weight_decay, allow_zero=True)
+        if self.decay_steps is not None:
+            check_positive("optim.decay_steps", self.decay_steps)
+        if self.betas is not None and (
+            len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas)
+        ):
+            raise ValueError(f"optim.betas must be two numbers in [0, 1), got {self.betas}")
+
+
+def build_optimizer(
+    config: OptimConfig, model: nn.Module, *, max_steps: int | None
+) -> tuple[torch.optim.Optimizer, LambdaLR]:
+    """The optimizer and the per-step scheduler an ``[optim]`` table describes for ``model``.
+
+    ``max_steps`` (the recipe's ``train.max_steps``) ends the cosine when ``decay_steps`` is
+    not set; "noam" reads the width ``d_model`` from ``model.config``.
+    """
+    c = config
+    betas = tuple(c.betas) if c.betas is not None else None
+    optimizer = make_optimizer(
+        model, c.optimizer, lr=c.lr, weight_decay=c.weight_decay, betas=betas,
+        decay_embeddings=c.decay_embeddings,
+    )
+    if c.schedule == "noam":
+        d_model = getattr(getattr(model, "config", None), "d_model", None)
+        if d_model is None:
+            raise ValueError(f"optim.schedule 'noam' needs a model with a width d_model, got {type(model).__name__}")
+        schedule = noam(d_model, c.warmup, scale=c.lr)
+    elif c.schedule == "warmup_cosine":
+        total = c.decay_steps or max_steps
+        if total is None:
+            raise ValueError("optim.schedule 'warmup_cosine' needs optim.decay_steps or train.max_steps")
+        schedule = warmup_cosine(c.warmup, total, c.lr, c.min_lr)
+    else:
+        schedule = constant(c.lr, c.warmup)
+    return optimizer, lambda_lr(optimizer, schedule)

@@ -124,5 +124,3 @@ def lambda_lr(optimizer: torch.optim.Optimizer, schedule) -> LambdaLR:
         factors.append(lambda step, base=base: schedule(step) / base)
     return LambdaLR(optimizer, factors)
 
-
-SCHEDULES = {"noam": noam, "warmup_cosine": warmup_cosine, "constant": constant}

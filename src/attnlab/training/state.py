@@ -1,6 +1,6 @@
 """Trainer state: what ``trainer.pt`` holds so that a resumed run continues exactly.
 
-``trainer.pt`` (one file inside a checkpoint directory, see DESIGN.md) stores the optimizer
+``trainer.pt`` (one file inside a checkpoint directory, see docs/design.md) stores the optimizer
 and scheduler state dicts, the random-number-generator states of python, numpy and torch
 (CPU and CUDA), and the loop position (step, epoch, micro-batches consumed in the epoch,
 best validation metric, early-stopping counter). Everything is plain containers, numbers,

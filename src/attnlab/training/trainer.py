@@ -31,8 +31,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
-from attnlab.training import distributed as dist
-from attnlab.training.checkpoints import (
+from attnlab.checkpoint import (
     ExtraFiles,
     SaveFn,
     checkpoint_path,
@@ -43,6 +42,8 @@ from attnlab.training.checkpoints import (
     resolve_resume,
     write_checkpoint,
 )
+from attnlab.devices import autocast, model_device, to_device
+from attnlab.training import distributed as dist
 from attnlab.training.config import NonFiniteLossError, TrainConfig, TrainResult
 from attnlab.training.metrics import MetricsLog
 from attnlab.training.progress import TrainingProgress, planned_steps
@@ -67,8 +68,8 @@ class Trainer:
         loss_fn: ``loss_fn(model, batch) -> (loss_sum, num_tokens)``; the loss **summed**
             over the batch's target tokens (e.g.
             :func:`~attnlab.training.losses.label_smoothed_cross_entropy` with
-            ``reduction="sum"``). It receives the wrapped model (compiled / DDP) and moves
-            the batch to the model's device itself.
+            ``reduction="sum"``). It receives the wrapped model (compiled / DDP) and the
+            batch already on the model's device (:func:`attnlab.devices.to_device`).
         train_data: the micro-batches of one epoch, as ``train_data(epoch) -> iterable`` or a
             re-iterable such as a DataLoader (``set_epoch(epoch)`` of the data, or of its
             ``batch_sampler`` / ``sampler``, is called first when present). The
@@ -103,7 +104,7 @@ class Trainer:
         self.is_main = self.rank == 0
         self.run_dir = Path(config.run_dir) if config.run_dir else None
         self.metrics = MetricsLog(self.run_dir) if self.run_dir and self.is_main else None
-        self.device = next(model.parameters()).device
+        self.device = model_device(model)
         self.forward_model = self._wrap(model)
         self._rng_at_step_start: dict[str, Any] | None = None
         self._last_checkpoint: Path | None = None
@@ -157,6 +158,7 @@ class Trainer:
             self._last_checkpoint,
             self._last_eval,
             self._history,
+            time.perf_counter() - self._start,
         )
 
     def _check_fresh_run_dir(self) -> None:
@@ -200,11 +202,6 @@ class Trainer:
                 obj.set_epoch(epoch)
         return data
 
-    def _autocast(self):
-        if not self.config.bf16:
-            return nullcontext()
-        return torch.autocast(self.device.type, dtype=torch.bfloat16)
-
     def _step(self, micro: list) -> None:
         """One optimizer step over the micro-batches ``micro``."""
         model, ddp = self.forward_model, isinstance(self.forward_model, DistributedDataParallel)
@@ -213,8 +210,8 @@ class Trainer:
         for i, batch in enumerate(micro):
             sync = not ddp or i == len(micro) - 1
             with nullcontext() if sync else model.no_sync():
-                with self._autocast():
-                    loss_sum, num_tokens = self.loss_fn(model, batch)
+                with autocast(self.device, self.config.bf16):
+                    loss_sum, num_tokens = self.loss_fn(model, to_device(batch, self.device))
                 loss_sum.backward()
             totals[0] += loss_sum.detach().double()
             totals[1] += num_tokens

@@ -1,4 +1,5 @@
-"""Attention pooling as kernel regression (seed 002, "Queries, Keys and Values").
+"""Attention pooling as kernel regression (López et al. (Attention Mechanisms), "Queries, Keys
+and Values").
 
 The training set is a database of 50 (key, value) pairs: inputs ``x_i ∈ [0, 5]`` as keys and
 noisy targets ``y_i = 2 sin(x_i) + x_i^0.8 + ε`` (``ε ~ N(0, 0.5²)``) as values. Every test
@@ -9,7 +10,7 @@ input is a query; its prediction is attention pooling ``Σ_i α(x, x_i) y_i`` wi
 
 :func:`run` prints each method's test MSE against the noise-free function and saves one PNG:
 the fits on top, each method's attention-weight matrix (test queries × training keys) below.
-Run it with ``python -m attnlab.demo --pooling`` or ``attnlab demo --pooling --out DIR``.
+Run it with ``python -m attnlab.labs.demo --pooling`` or ``attnlab demo --pooling --out DIR``.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def plot(data: PoolingData, fits: list[PoolingFit], path: str | Path) -> Path:
         bottom.set_ylabel("test query index (x = 0 → 5)")
     axes[0, 0].legend(fontsize=8)
     fig.colorbar(image, ax=axes[1, :].tolist(), label="attention weight")
-    fig.suptitle("Attention pooling: y = 2 sin(x) + x^0.8 + noise (seed 002)")
+    fig.suptitle("Attention pooling: y = 2 sin(x) + x^0.8 + noise (López et al., Attention Mechanisms)")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

@@ -1,6 +1,6 @@
 """GPT-1-style transfer, measured: fine-tune a pretrained GPT vs the same model from scratch.
 
-Seed 004, "Transformer Language Pre-training": a language model pre-trained on raw text
+Ba (CSC413 Lecture 8), "Transformer Language Pre-training": a language model pre-trained on raw text
 is fine-tuned on a downstream classification task (Radford et al. 2018, §3.2). The task
 here is telling Shakespeare lines from King James Bible verses
 (:mod:`attnlab.data.classification`), and the experiment has two arms that differ only in
@@ -45,11 +45,9 @@ from attnlab.data.classification import (
     pad_batch,
 )
 from attnlab.data.tokenizers import TOKENIZER_FILE, CharTokenizer, load_tokenizer
-from attnlab.models.classifier import GPTClassifierConfig, GPTForSequenceClassification
-from attnlab.training.config import TrainConfig
-from attnlab.training.optim import adamw
-from attnlab.training.schedules import lambda_lr, warmup_cosine
-from attnlab.training.trainer import Trainer
+from attnlab.devices import model_device, to_device
+from attnlab.models import GPTClassifierConfig, GPTForSequenceClassification
+from attnlab.training import OptimConfig, TrainConfig, Trainer, build_optimizer
 
 Encoded = tuple[list[list[int]], Tensor]  # token ids per example, labels (N,)
 ARMS = ("pretrained", "scratch")
@@ -117,11 +115,11 @@ def accuracy(model: GPTForSequenceClassification, data: Encoded, batch_size: int
     """Fraction of ``data`` classified correctly (model put in eval mode)."""
     ids, labels = data
     model.eval()
-    device = next(model.parameters()).device
+    device = model_device(model)
     correct = 0
     for start in range(0, len(ids), batch_size):
-        idx, lengths = pad_batch(ids[start:start + batch_size])
-        pred = model(idx.to(device), lengths.to(device)).argmax(dim=-1).cpu()  # (B,)
+        idx, lengths = to_device(pad_batch(ids[start:start + batch_size]), device)
+        pred = model(idx, lengths).argmax(dim=-1).cpu()  # (B,)
         correct += int((pred == labels[start:start + batch_size]).sum())
     return correct / len(ids)
 
@@ -142,11 +140,14 @@ def finetune(
     writes checkpoints there (``best`` = highest validation accuracy), each with ``files``
     (e.g. the tokenizer)."""
     model.to(cfg.device).train()
-    optimizer = adamw(model, cfg.lr, weight_decay=cfg.weight_decay)
-    schedule = warmup_cosine(cfg.warmup, cfg.steps, cfg.lr, min(cfg.min_lr, cfg.lr))
+    optim = OptimConfig(
+        optimizer="adamw", lr=cfg.lr, min_lr=min(cfg.min_lr, cfg.lr), warmup=cfg.warmup,
+        weight_decay=cfg.weight_decay,
+    )
+    optimizer, scheduler = build_optimizer(optim, model, max_steps=cfg.steps)
 
-    def loss_fn(m, batch):
-        idx, lengths, labels = (t.to(cfg.device) for t in batch)
+    def loss_fn(m, batch):  # the Trainer moves the batch to the model's device
+        idx, lengths, labels = batch
         loss, _ = m.loss(idx, labels, lengths, lm_weight=cfg.lm_weight)
         return loss * len(labels), len(labels)  # summed over the batch, as the Trainer wants
 
@@ -158,7 +159,7 @@ def finetune(
     )
     trainer = Trainer(
         model, optimizer, loss_fn, batch_stream(*train, cfg.batch_size, cfg.seed), train_cfg,
-        scheduler=lambda_lr(optimizer, schedule), eval_fn=eval_fn, files=files,
+        scheduler=scheduler, eval_fn=eval_fn, files=files,
     )
     start = time.perf_counter()
     result = trainer.fit()

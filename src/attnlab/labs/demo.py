@@ -1,11 +1,12 @@
-"""The demo behind ``make demo`` (``attnlab demo``, ``python -m attnlab.demo``).
+"""The demo behind ``make demo`` (``attnlab demo``, ``python -m attnlab.labs.demo``).
 
 By default it trains the small German→English translator of ``configs/multi30k_demo.toml``
 on Multi30k from scratch (from ``$ATTNLAB_DATA/multi30k``), then prints sacreBLEU and chrF on
 ``test_2016_flickr`` with their signatures and five sample translations, and saves a
 cross-attention heatmap of one test sentence — all into ``--out`` (default ``runs/demo``,
 replaced on each run: it is the demo's own directory). ``--pooling`` runs the seconds-long
-attention-pooling demo of seed 002 (:mod:`attnlab.demos.pooling`) instead.
+attention-pooling lab of López et al. (Attention Mechanisms) (:mod:`attnlab.labs.pooling`)
+instead.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ DEMO_RECIPE = "multi30k_demo.toml"
 
 def find_recipe(name: str = DEMO_RECIPE) -> Path:
     """``configs/NAME`` in the working directory or in the source checkout attnlab runs from."""
-    for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
+    for root in (Path.cwd(), Path(__file__).resolve().parents[3]):
         if (path := root / "configs" / name).is_file():
             return path
     raise FileNotFoundError(
@@ -33,8 +34,7 @@ def find_recipe(name: str = DEMO_RECIPE) -> Path:
 
 def run_translation_demo(out_dir: str | Path = DEFAULT_OUT, data_dir: str | None = None) -> Path:
     """Train and score the demo translator into ``out_dir``; return its ``results.json``."""
-    from attnlab.tasks import load_recipe
-    from attnlab.tasks.translation import train
+    from attnlab.tasks import load_recipe, train
 
     out_dir = Path(out_dir)
     recipe_path = find_recipe()
@@ -48,9 +48,9 @@ def run_translation_demo(out_dir: str | Path = DEFAULT_OUT, data_dir: str | None
 
 def run_pooling_demo(out_dir: str | Path = DEFAULT_OUT) -> Path:
     """Run the attention-pooling demo into ``out_dir``; print and return the picture's path."""
-    from attnlab.demos import pooling
+    from attnlab.labs import pooling
 
-    print("Attention pooling (Nadaraya-Watson kernel regression), seed 002:\n")
+    print("Attention pooling (Nadaraya-Watson kernel regression), López et al. (Attention Mechanisms):\n")
     picture = pooling.run(out_dir).resolve()
     print(f"\npicture: {picture}")
     return picture
@@ -73,10 +73,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry for ``python -m attnlab.demo [--out DIR] [--pooling]``."""
+    """Entry for ``python -m attnlab.labs.demo [--out DIR] [--pooling]``."""
     from attnlab.runtime import keep_freed_memory
 
-    parser = argparse.ArgumentParser(prog="python -m attnlab.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m attnlab.labs.demo", description=__doc__)
     add_arguments(parser)
     keep_freed_memory()
     return cli(parser.parse_args(argv))

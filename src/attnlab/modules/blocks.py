@@ -1,0 +1,216 @@
+"""Transformer encoder and decoder layers (Steinert-Threlkeld (Transformers I), "Full
+Transformer Encoder Block"; Ba (CSC413 Lecture 8), "Transformer Machine Translation";
+Vaswani et al. §3.1, §5.4).
+
+Each sub-layer ``f`` (self-attention, cross-attention, feed-forward) is wrapped in a residual
+connection (Steinert-Threlkeld (Transformers I), "Residual Connections": replace ``f(x)`` with
+``x + f(x)``) and a norm, by one helper, :meth:`TransformerLayer.sublayer`:
+
+* post-LN (the paper, ``norm_first=False``): ``x ← Norm(x + Dropout(f(x)))``
+* pre-LN (``norm_first=True``):              ``x ← x + Dropout(f(Norm(x)))``
+
+Dropout sits where the paper puts it: on each sub-layer's output, before the residual add.
+Pre-LN stacks need a final norm after the last layer (see :mod:`attnlab.modules.stacks`).
+Every layer is built from one :class:`~attnlab.modules.block_config.BlockConfig`.
+
+Masks follow docs/design.md (bool ``True`` = allowed, or additive float). A layer accepts a
+``(B, n_k)`` key-padding mask (``True`` = real token), a ``(B, n_q, n_k)`` mask, or any mask
+broadcastable to ``(B, H, n_q, n_k)`` given with 4 dimensions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from torch import Tensor, nn
+
+from attnlab.attention.masks import combine_masks
+from attnlab.attention.multihead import KVCache, MultiHeadAttention
+from attnlab.modules.block_config import BlockConfig
+from attnlab.modules.feedforward import FeedForward
+from attnlab.modules.norms import make_norm
+from attnlab.validation import check_rank, check_tensor, shape_str
+
+
+def as_attention_mask(
+    mask: Tensor | None, batch: int, n_k: int, name: str = "mask"
+) -> Tensor | None:
+    """Bring a layer's ``mask`` to a 4-D form broadcastable to ``(B, H, n_q, n_k)``.
+
+    ``(B, n_k)`` key padding (``True`` = real token) → ``(B, 1, 1, n_k)``; ``(B, n_q, n_k)`` →
+    ``(B, 1, n_q, n_k)``; 4-D masks pass through (checked later against the scores).
+    """
+    if mask is None:
+        return None
+    check_tensor(name, mask)
+    if mask.dim() == 2:
+        if tuple(mask.shape) != (batch, n_k):
+            raise ValueError(
+                f"{name} has shape {shape_str(mask.shape)} but a 2-D mask is a key-padding mask "
+                f"(B, n_k) = ({batch}, {n_k})"
+            )
+        return mask[:, None, None, :]  # (B, 1, 1, n_k)
+    if mask.dim() == 3:
+        return mask[:, None]  # (B, 1, n_q, n_k)
+    check_rank(name, mask, (2, 3, 4), "(B, n_k), (B, n_q, n_k) or (B, H, n_q, n_k)")
+    return mask
+
+
+def check_input(name: str, x: Tensor, d_model: int) -> None:
+    """``x`` is a batch of token vectors ``(B, n, d_model)``."""
+    check_rank(name, x, 3, "(B, n, d_model)")
+    if x.shape[-1] != d_model:
+        raise ValueError(f"{name} has width {x.shape[-1]} but d_model is {d_model}")
+
+
+class TransformerLayer(nn.Module):
+    """What the encoder and the decoder layer share: self-attention, a feed-forward network,
+    ``num_norms`` norms and the residual dropout, all sized by one :class:`BlockConfig`.
+
+    ``rotary``: an optional rotary position embedding for the self-attention (see
+    :class:`~attnlab.attention.MultiHeadAttention`). Parameters are named as in
+    ``nn.TransformerEncoderLayer`` where they correspond (``norm1``, ``norm2``, ...).
+    """
+
+    num_norms: ClassVar[int] = 2
+
+    def __init__(self, config: BlockConfig, *, rotary: nn.Module | None = None) -> None:
+        super().__init__()
+        if not isinstance(config, BlockConfig):
+            raise TypeError(f"config must be a BlockConfig, got {type(config).__name__}")
+        c = self.config = config.block
+        self.d_model, self.num_heads, self.norm_first = c.d_model, c.num_heads, c.norm_first
+        self.self_attn = MultiHeadAttention(
+            c.d_model, c.num_heads, bias=c.bias, dropout=c.attn_dropout, rotary=rotary
+        )
+        self.ffn = FeedForward(
+            c.d_model, c.ffn_dim, activation=c.activation, dropout=c.activation_dropout, bias=c.bias
+        )
+        for i in range(1, self.num_norms + 1):
+            setattr(self, f"norm{i}", make_norm(c.norm, c.d_model, c.norm_eps, bias=c.bias))
+        self.dropout = nn.Dropout(c.dropout)
+
+    def sublayer(
+        self, x: Tensor, norm: nn.Module, f: Callable[..., Tensor | tuple], *args, **kwargs
+    ) -> tuple[Tensor, Tensor | None]:
+        """One residual sub-layer ``f`` (pre- or post-LN, see the module docstring) on ``x``
+        ``(B, n, d)``; returns ``(x, attention weights or None)``."""
+        h = f(norm(x) if self.norm_first else x, *args, **kwargs)
+        h, weights = h if isinstance(h, tuple) else (h, None)
+        x = x + self.dropout(h)  # (B, n, d)
+        return (x if self.norm_first else norm(x)), weights
+
+
+class EncoderLayer(TransformerLayer):
+    """Encoder block: self-attention then feed-forward, each residual + norm
+    (Steinert-Threlkeld (Transformers I), "Full Transformer Encoder Block").
+
+    ``EncoderLayer(config: BlockConfig, *, rotary=None)``.
+
+    ``forward(x, mask=None, *, attn_bias=None, return_weights=False, is_causal=False,
+    cache=None)``: ``x`` ``(B, n, d)``; ``attn_bias`` an additive float tensor broadcastable to
+    ``(B, H, n, n)`` added to the scores (ALiBi, T5 relative bias). Returns ``(B, n, d)``, or
+    ``(out, weights)`` with weights ``(B, H, n, n)`` when ``return_weights``.
+    ``is_causal=True`` and a self-attention ``cache`` (:class:`KVCache`) make it a
+    decoder-only (GPT) block; masks and biases then cover all ``n_k`` = cached + new keys.
+    """
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        *,
+        attn_bias: Tensor | None = None,
+        return_weights: bool = False,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        check_input("x", x, self.d_model)
+        n_k = x.shape[1] + (len(cache) if cache is not None else 0)  # cached + new keys
+        mask = combine_masks(as_attention_mask(mask, x.shape[0], n_k), attn_bias)
+        x, weights = self.sublayer(
+            x, self.norm1, self.self_attn,
+            mask=mask, is_causal=is_causal, cache=cache, return_weights=return_weights,
+        )  # (B, n, d)
+        x, _ = self.sublayer(x, self.norm2, self.ffn)  # (B, n, d)
+        return (x, weights) if return_weights else x
+
+
+class DecoderLayer(TransformerLayer):
+    """Decoder block: causal self-attention, cross-attention to the encoder memory, feed-forward.
+
+    Ba (CSC413 Lecture 8), "Attention is All You Need": the decoder attends to the encoder
+    annotations and, causally, to its own previous layer. ``DecoderLayer(config, *,
+    rotary=None)``; the cross-attention uses no rotary embedding.
+
+    ``forward(x, memory, *, self_mask=None, memory_mask=None, is_causal=True, cache=None,
+    attn_bias=None, return_weights=False)``:
+
+    * ``x`` ``(B, T, d)`` target tokens (only the new ones when decoding with a cache);
+    * ``memory`` ``(B, S, d)`` encoder output;
+    * ``self_mask`` over all ``n_k`` self-attention keys (cached + new): ``(B, n_k)`` padding
+      or a full mask; ``memory_mask`` ``(B, S)`` source padding or a full mask;
+    * ``is_causal`` blocks future positions (bottom-right aligned, correct with a cache);
+    * ``cache`` a pair ``(self_cache, cross_cache)`` of :class:`KVCache`: self-attention keys
+      grow each step, cross-attention keys/values are computed from ``memory`` once;
+    * ``attn_bias`` additive float, broadcastable to ``(B, H, T, n_k)``, self-attention only.
+
+    Returns ``(B, T, d)``, or ``(out, (self_weights, cross_weights))`` when ``return_weights``.
+    """
+
+    num_norms = 3
+
+    def __init__(self, config: BlockConfig, *, rotary: nn.Module | None = None) -> None:
+        super().__init__(config, rotary=rotary)
+        c = self.config
+        self.cross_attn = MultiHeadAttention(
+            c.d_model, c.num_heads, bias=c.bias, dropout=c.attn_dropout
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        *,
+        self_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        is_causal: bool = True,
+        cache: tuple[KVCache, KVCache] | None = None,
+        attn_bias: Tensor | None = None,
+        return_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
+        check_input("x", x, self.d_model)
+        check_input("memory", memory, self.d_model)
+        if memory.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"memory has batch size {memory.shape[0]} but x has batch size {x.shape[0]}"
+            )
+        self_cache, cross_cache = self._split_cache(cache)
+        batch, n_k = x.shape[0], x.shape[1] + (len(self_cache) if self_cache is not None else 0)
+        self_mask = combine_masks(as_attention_mask(self_mask, batch, n_k, "self_mask"), attn_bias)
+        memory_mask = as_attention_mask(memory_mask, batch, memory.shape[1], "memory_mask")
+        x, self_w = self.sublayer(
+            x, self.norm1, self.self_attn,
+            mask=self_mask, is_causal=is_causal, cache=self_cache, return_weights=return_weights,
+        )  # (B, T, d)
+        x, cross_w = self.sublayer(
+            x, self.norm2, self.cross_attn, memory,
+            mask=memory_mask, cache=cross_cache, return_weights=return_weights,
+        )  # (B, T, d)
+        x, _ = self.sublayer(x, self.norm3, self.ffn)  # (B, T, d)
+        return (x, (self_w, cross_w)) if return_weights else x
+
+    @staticmethod
+    def _split_cache(
+        cache: tuple[KVCache, KVCache] | None,
+    ) -> tuple[KVCache | None, KVCache | None]:
+        if cache is None:
+            return None, None
+        if not (isinstance(cache, tuple | list) and len(cache) == 2):
+            size = f" of length {len(cache)}" if isinstance(cache, tuple | list) else ""
+            raise ValueError(
+                "cache must be a pair (self_cache, cross_cache) of KVCache, "
+                f"got {type(cache).__name__}{size}"
+            )
+        return cache[0], cache[1]

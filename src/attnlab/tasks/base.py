@@ -1,0 +1,177 @@
+"""The task seam: one typed :class:`Task` per kind of job, and one way to train any of them.
+
+A task turns its recipe into data, a model, a loss, a validation and a final report; the
+trainer (:class:`~attnlab.training.Trainer`) does the rest the same way for every task —
+batches moved to the model's device, bf16 autocast for that device, checkpoints, resume,
+metrics, progress. A task registers itself where it is defined (:func:`register_task`), so
+``attnlab train --config R`` finds it by the recipe's ``task = "..."`` and ``attnlab
+evaluate CKPT`` by the checkpoint's ``model_type`` (:attr:`Task.model_types`).
+
+    recipe dict ─ Recipe.from_dict ─▶ Task(recipe, run_dir)
+                 task.prepare(resume)             data, tokenizers
+                 task.build_model()               seeded with train.seed
+                 build_optimizer(recipe.optim)    optimizer + schedule
+                 Trainer(model, task.loss, task.train_data(), eval_fn=task.validate, ...)
+                 task.report(model, result)       test scores, samples, pictures, results.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.checkpoint import ExtraFiles, load_config
+from attnlab.devices import resolve_device
+from attnlab.tasks.recipe import RECIPE_FILE, Recipe
+from attnlab.training import Trainer, TrainResult, build_optimizer
+from attnlab.training.distributed import get_rank
+
+TASKS: dict[str, type[Task]] = {}
+"""Every registered task class by its recipe's ``task = "..."`` name."""
+
+T = TypeVar("T", bound="type[Task]")
+
+
+@dataclass
+class EvaluateRequest:
+    """What ``attnlab evaluate`` asks of a task: the split (``None``: the task's default), the
+    corpora directory, the device and, for the tasks that decode, the beam settings."""
+
+    split: str | None = None
+    data_dir: str | None = None
+    device: str = "cpu"
+    beam_size: int = 5
+    length_penalty: float = 0.6
+
+
+class Task(ABC):
+    """One kind of training job (translation, language modelling, ...), driven by a recipe.
+
+    Subclasses set ``recipe_class`` (its ``task_name`` names the task) and ``model_types``
+    (the checkpoints ``attnlab evaluate`` scores with this task), and implement the abstract
+    methods. ``self.recipe``, ``self.run_dir``, ``self.data_dir`` and ``self.device`` are set.
+    """
+
+    recipe_class: ClassVar[type[Recipe]]
+    model_types: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(
+        self, recipe: Recipe, run_dir: str | Path, *, data_dir: str | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.recipe, self.run_dir, self.data_dir = recipe, Path(run_dir), data_dir
+        self.device = resolve_device(device)
+
+    # ------------------------------------------------------------------ training
+    @abstractmethod
+    def prepare(self, resume: Path | None) -> None:
+        """Read the data and build the tokenizers (or, ``resume`` given, load its)."""
+
+    @abstractmethod
+    def build_model(self) -> nn.Module:
+        """A fresh model for the recipe (called after ``torch.manual_seed(train.seed)``)."""
+
+    @abstractmethod
+    def train_data(self) -> Iterable | Callable[[int], Iterable]:
+        """The training micro-batches, as the :class:`~attnlab.training.Trainer` takes them."""
+
+    @abstractmethod
+    def loss(self, model: nn.Module, batch: Any) -> tuple[Tensor, Tensor | int]:
+        """``(loss summed over the batch's targets, number of targets)``; ``batch`` is on the
+        model's device already."""
+
+    @abstractmethod
+    def validate(self, model: nn.Module) -> dict[str, float]:
+        """Validation metrics (``val_loss``, ...), called in eval mode without gradients."""
+
+    def checkpoint_files(self) -> dict[str, ExtraFiles]:
+        """Files copied into every checkpoint beside the model: ``recipe.json`` and, in
+        subclasses, the tokenizer files."""
+        return {RECIPE_FILE: json.dumps(self.recipe.to_dict(), indent=2).encode()}
+
+    def describe(self, model: nn.Module) -> str:
+        """One line printed before training (model size, data size)."""
+        return f"model: {sum(p.numel() for p in model.parameters()):,} parameters"
+
+    @abstractmethod
+    def report(self, model: nn.Module, result: TrainResult) -> dict[str, Any]:
+        """After training: score, print and write ``results.json``; return the results."""
+
+    # ------------------------------------------------------------------ the evaluate command
+    @classmethod
+    @abstractmethod
+    def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
+        """Score a checkpoint of one of ``model_types`` (the ``attnlab evaluate`` command)."""
+
+    @classmethod
+    @abstractmethod
+    def format_scores(cls, scores: Mapping[str, Any]) -> str:
+        """The lines ``attnlab evaluate`` prints for :meth:`evaluate`'s scores."""
+
+
+def register_task(cls: T) -> T:
+    """Class decorator: make ``cls`` the task of recipes with ``task = cls.recipe_class.task_name``."""
+    name = cls.recipe_class.task_name
+    if TASKS.get(name, cls) is not cls:
+        raise ValueError(f"task {name!r} of {cls.__name__} is already registered by {TASKS[name].__name__}")
+    TASKS[name] = cls
+    return cls
+
+
+def task_class(name: str) -> type[Task]:
+    """The task registered as ``name`` (``ValueError`` naming the known ones otherwise)."""
+    if name not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {name!r}")
+    return TASKS[name]
+
+
+def task_for_checkpoint(checkpoint: str | Path) -> type[Task]:
+    """The task that scores checkpoints of this checkpoint's ``model_type``."""
+    model_type = load_config(checkpoint).get("model_type")
+    for cls in TASKS.values():
+        if model_type in cls.model_types:
+            return cls
+    known = [t for cls in TASKS.values() for t in cls.model_types]
+    raise ValueError(
+        f"checkpoint {checkpoint} has model_type {model_type!r}; this command takes "
+        f"{' or '.join(known)} checkpoints"
+    )
+
+
+def train(
+    recipe: Mapping[str, Any],
+    *,
+    run_dir: str | Path,
+    resume: str | Path | None = None,
+    data_dir: str | None = None,
+    device: str | torch.device = "cpu",
+) -> Path:
+    """Train the task a recipe dict names (see the module docstring); returns ``run_dir``."""
+    if "task" not in recipe:
+        raise ValueError('a recipe must name its task at the top level, e.g. task = "translation"')
+    cls = task_class(recipe["task"])
+    parsed = cls.recipe_class.from_dict(recipe)
+    task = cls(parsed, run_dir, data_dir=data_dir, device=device)
+    resume_dir = None if resume is None else Path(resume)
+    task.prepare(resume_dir)
+    torch.manual_seed(parsed.train.seed)
+    model = task.build_model().to(task.device)
+    print(task.describe(model), flush=True)
+    optimizer, scheduler = build_optimizer(parsed.optim, model, max_steps=parsed.train.max_steps)
+    config = dataclasses.replace(parsed.train, run_dir=str(task.run_dir))
+    trainer = Trainer(
+        model, optimizer, task.loss, task.train_data(), config,
+        scheduler=scheduler, eval_fn=task.validate, files=task.checkpoint_files(),
+    )
+    result = trainer.fit(resume_from=resume_dir)
+    if get_rank() == 0:  # under torchrun, rank 0 alone reports
+        task.report(model, result)
+    return task.run_dir

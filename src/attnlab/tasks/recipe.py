@@ -1,0 +1,133 @@
+"""Recipes: a TOML file whose tables map 1:1 onto typed dataclasses, one recipe class a task.
+
+Every recipe has the same shape::
+
+    task = "translation"          # which Task trains it (attnlab.tasks)
+    [data]   the task's data table           (a dataclass of the task)
+    [model]  the model config's fields, except the ones the data fixes (vocabulary sizes, ...)
+    [optim]  attnlab.training.OptimConfig    (optimizer and learning-rate schedule)
+    [train]  attnlab.training.TrainConfig    (steps, evaluation, checkpoints, bf16, seed)
+    [eval]   the task's evaluation table     (a dataclass of the task)
+
+:meth:`Recipe.from_dict` rejects an unknown table or key by name, checks every value (the
+``[model]`` table against the model's config class, through :class:`ModelTable`) and then the
+settings that contradict one another (:meth:`Recipe.check`), all before any data is read. The
+parsed recipe is saved as ``recipe.json`` into every checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+from attnlab.config import from_dict, unknown_key_error
+from attnlab.training import OptimConfig, TrainConfig
+
+C = TypeVar("C")
+R = TypeVar("R", bound="Recipe")
+RECIPE_FILE = "recipe.json"  # the parsed recipe, saved into every checkpoint
+
+
+class ModelTable(Generic[C]):
+    """A recipe's ``[model]`` table: fields of the model config class ``C`` except ``fixed``,
+    the ones the data decides (a vocabulary size comes from the tokenizer).
+
+    The table is checked when the recipe is read, by building ``C`` with stand-in values for
+    the fixed fields; its attributes read the resolved settings, defaults included
+    (``recipe.model.d_model``). :meth:`build` makes the real config once the data is known.
+    """
+
+    def __init__(self, config_class: type[C], table: Mapping[str, Any], stand_ins: Mapping[str, Any]):
+        if not isinstance(table, Mapping):
+            raise ValueError(f"[model] must be a table, got {table!r}")
+        for key in stand_ins:
+            if key in table:
+                raise ValueError(f"[model] key {key!r} is set from the data; remove it")
+        self.config_class, self.table, self.fixed = config_class, dict(table), tuple(stand_ins)
+        self._resolved = self.build(**stand_ins)
+
+    def build(self, **fixed: Any) -> C:
+        """The model config: this table plus the data-fixed fields ``fixed``."""
+        try:
+            return from_dict(self.config_class, {**self.table, **fixed}, where="[model]")
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"[model]: {err}") from err
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in ("config_class", "table", "fixed"):
+            raise AttributeError(name)
+        if name in self.fixed:
+            raise AttributeError(f"[model] {name} is set from the data, not by the recipe")
+        return getattr(self._resolved, name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.table)
+
+    def __repr__(self) -> str:
+        return f"ModelTable({self.config_class.__name__}, {self.table!r})"
+
+
+@dataclass
+class Recipe:
+    """The tables every recipe has; a task's recipe class adds ``data``, ``model`` and ``eval``.
+
+    ``task_name`` is the ``task = "..."`` the recipe must carry. A ``model`` field typed
+    :class:`ModelTable` is checked against ``model_config_class``, with the stand-ins
+    :meth:`model_stand_ins` gives for the fields the data fixes.
+    """
+
+    task: str
+    train: TrainConfig
+    optim: OptimConfig
+
+    task_name: ClassVar[str] = ""
+    model_config_class: ClassVar[type | None] = None
+
+    @classmethod
+    def from_dict(cls: type[R], raw: Mapping[str, Any]) -> R:
+        """Map a recipe dict (:func:`attnlab.config.load_toml`) onto this class; raise
+        ``ValueError`` naming the first unknown table or key, bad value or contradiction."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in raw:
+            if key not in names:
+                raise unknown_key_error(key, names, "the recipe")
+        if raw.get("task") != cls.task_name:
+            raise ValueError(f"task must be {cls.task_name!r} for this recipe, got {raw.get('task')!r}")
+        hints = typing.get_type_hints(cls)
+        tables: dict[str, Any] = {}
+        for name in names:
+            table = raw.get(name, {})
+            if name == "task" or hints[name] is ModelTable or typing.get_origin(hints[name]) is ModelTable:
+                continue
+            if not isinstance(table, Mapping):
+                raise ValueError(f"[{name}] must be a table, got {table!r}")
+            tables[name] = from_dict(hints[name], table, where=f"[{name}]")
+        if "model" in tables or "model" not in names:
+            recipe = cls(task=cls.task_name, **tables)
+        else:
+            model = ModelTable(cls.model_config_class, raw.get("model", {}), cls.model_stand_ins(tables))
+            recipe = cls(task=cls.task_name, model=model, **tables)
+        recipe.check()
+        return recipe
+
+    @classmethod
+    def model_stand_ins(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+        """Values for the ``[model]`` fields the data fixes, to check the table before the data
+        is read (``tables``: the other parsed tables)."""
+        return {}
+
+    def check(self) -> None:
+        """Raise ``ValueError`` for settings that are each valid but contradict one another."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recipe as plain nested dicts (what ``recipe.json`` holds)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, ModelTable) else (
+                dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+            )
+        return out

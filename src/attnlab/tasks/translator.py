@@ -1,0 +1,133 @@
+"""Text in, text out: a translation model with its tokenizers, decoding whole sentences.
+
+:func:`translate` encodes sources as in training (no ``<bos>``/``<eos>``), decodes them with
+beam search or greedily (:mod:`attnlab.generation`) and detokenizes. :class:`Translator` holds
+a model and its two tokenizers, loads them from a checkpoint directory and draws the
+encoder-decoder attention picture of Ba (CSC413 Lecture 8), "Transformer Machine Translation".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.data import load_tokenizers
+from attnlab.data.tokenizers import AnyTokenizer
+from attnlab.devices import model_device
+from attnlab.generation import beam_search, greedy_search
+from attnlab.models import load_pretrained
+from attnlab.tasks.recipe import RECIPE_FILE
+
+if TYPE_CHECKING:
+    from attnlab.tasks.translation_recipe import DecodeConfig
+
+
+def translate(
+    model: nn.Module,
+    src_tok: AnyTokenizer,
+    tgt_tok: AnyTokenizer,
+    sentences: Sequence[str],
+    *,
+    beam_size: int = 5,
+    length_penalty: float = 0.6,
+    batch_size: int = 64,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    max_len: int | None = None,
+) -> list[str]:
+    """Translate ``sentences`` (detokenized text in, detokenized text out, order kept).
+
+    Sources are encoded as in training (no ``<bos>``/``<eos>``) and decoded with beam search
+    (``beam_size = 1``: greedy) at most ``batch_size`` at a time, in batches of equal source
+    length (so no padding). Each sentence may produce ``max_len_a · source length + max_len_b``
+    subwords (``max_len`` when given): a per-sentence limit, so a translation does not depend on
+    the other input lines. Blank sentences translate to ``""``.
+    """
+    encoded = src_tok.encode_batch([s.strip() for s in sentences])
+    out = [""] * len(sentences)
+    by_length: dict[int, list[int]] = {}
+    for i, ids in enumerate(encoded):
+        if ids:
+            by_length.setdefault(len(ids), []).append(i)
+    device = model_device(model)
+    batches = [
+        group[j : j + batch_size]
+        for _, group in sorted(by_length.items())
+        for j in range(0, len(group), batch_size)
+    ]
+    for rows in batches:
+        src = torch.tensor([encoded[i] for i in rows], device=device)  # (B, S)
+        limit = max_len or int(max_len_a * src.shape[1] + max_len_b)
+        kwargs = dict(max_new_tokens=max(limit, 1), bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id)
+        if beam_size == 1:
+            hyps = greedy_search(model, src, **kwargs)
+        else:
+            best = beam_search(model, src, beam_size=beam_size, length_penalty=length_penalty, **kwargs)
+            hyps = [h[0].tokens for h in best]
+        for i, tokens in zip(rows, hyps, strict=True):
+            out[i] = tgt_tok.decode(tokens)
+    return out
+
+
+@dataclass
+class Translator:
+    """A translation model (``encode`` / ``decode``, e.g. :class:`~attnlab.models.Transformer`)
+    and its source and target tokenizers."""
+
+    model: nn.Module
+    src_tok: AnyTokenizer
+    tgt_tok: AnyTokenizer
+
+    @classmethod
+    def load(cls, checkpoint: str | Path, *, device: str | torch.device = "cpu") -> tuple[Translator, dict[str, Any]]:
+        """The translator of a checkpoint directory on ``device``, and its ``recipe.json`` as a
+        dict (empty when the checkpoint has none)."""
+        model = load_pretrained(checkpoint, device=device)
+        if not callable(getattr(model, "decode", None)):
+            raise ValueError(f"checkpoint {checkpoint} is not a translation model (model_type {model.model_type!r})")
+        src_tok, tgt_tok = load_tokenizers(checkpoint)
+        recipe_file = Path(checkpoint) / RECIPE_FILE
+        recipe = json.loads(recipe_file.read_text()) if recipe_file.is_file() else {}
+        return cls(model, src_tok, tgt_tok), recipe
+
+    def translate(self, sentences: Sequence[str], decoding: DecodeConfig) -> list[str]:
+        """:func:`translate` with the settings of ``decoding``."""
+        return translate(self.model, self.src_tok, self.tgt_tok, sentences, **dataclasses.asdict(decoding))
+
+    def cross_attention(self, source: str, translation: str) -> tuple[Tensor, list[str], list[str]]:
+        """The last decoder layer's cross-attention, averaged over heads, while the model reads
+        its own ``translation`` of ``source``: weights ``(T, S)`` (rows: output subwords and
+        ``<eos>``; columns: source subwords) and the two label lists."""
+        src_ids = self.src_tok.encode(source) or [self.src_tok.unk_id]
+        out_ids = self.tgt_tok.encode(translation)
+        device = model_device(self.model)
+        src = torch.tensor([src_ids], device=device)  # (1, S)
+        tgt_in = torch.tensor([[self.tgt_tok.bos_id, *out_ids]], device=device)  # (1, T)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                memory, src_mask = self.model.encode(src)  # (1, S, d), (1, S)
+                _, weights = self.model.decode(tgt_in, memory, src_mask, return_weights=True)
+        finally:
+            self.model.train(was_training)
+        last = weights[-1][0].mean(dim=0).float().cpu()  # (T, S): head average of the last layer
+        targets = [*self.tgt_tok.token_strings(out_ids), "<eos>"]
+        return last, self.src_tok.token_strings(src_ids), targets
+
+    def plot_cross_attention(self, source: str, translation: str, path: str | Path) -> Path:
+        """:meth:`cross_attention` as a heatmap PNG at ``path``."""
+        from attnlab.visualize import plot_attention
+
+        weights, x_labels, y_labels = self.cross_attention(source, translation)
+        return plot_attention(
+            weights, path, x_labels=x_labels, y_labels=y_labels,
+            title="cross-attention, last decoder layer (mean over heads)",
+        )
