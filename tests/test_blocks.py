@@ -345,3 +345,41 @@ def test_bad_inputs_raise_value_error():
         layer(torch.randn(2, 3, 16), torch.randn(2, 4, 16), cache=KVCache())
     with pytest.raises(ValueError, match=r"tgt has batch size 3 but src has batch size 2"):
         EncoderDecoderStack.from_config(block(16, 4, 32), 1, 1)(torch.randn(2, 4, 16), torch.randn(3, 4, 16))
+
+
+# ---------------------------------------------------------------- one BlockConfig for every layer
+def test_model_configs_extend_the_block_config_and_hand_it_to_their_layers():
+    from dataclasses import fields
+
+    from attnlab.models import EncoderConfig, GPT, GPTConfig, TransformerConfig
+
+    names = {f.name for f in fields(BlockConfig)}
+    for config in (TransformerConfig(10), GPTConfig(10), EncoderConfig(10)):
+        assert isinstance(config, BlockConfig) and names <= {f.name for f in fields(config)}
+        assert type(config.block) is BlockConfig
+        assert {n: getattr(config.block, n) for n in names} == {n: getattr(config, n) for n in names}
+    gpt = GPTConfig(10)  # GPT-2 style defaults, declared once in GPTConfig
+    assert (gpt.norm_first, gpt.activation, gpt.dropout, gpt.d_model) == (True, "gelu", 0.0, 384)
+    model = GPT(GPTConfig(10, d_model=16, num_heads=2, num_layers=2, d_ff=24, norm="rmsnorm"))
+    for layer in model.decoder.layers:
+        assert layer.config == model.config.block and layer.ffn.d_ff == 24
+        assert isinstance(layer.norm1, RMSNorm)
+    assert isinstance(model.decoder.norm, RMSNorm)  # pre-LN: the stack ends with a norm
+
+
+def test_layers_take_a_block_config_only():
+    with pytest.raises(TypeError, match="config must be a BlockConfig, got dict"):
+        EncoderLayer({"d_model": 16, "num_heads": 4})
+
+
+def test_a_stack_is_built_from_its_layers():
+    layers = [EncoderLayer(block(D, H, FF)) for _ in range(2)]
+    norm = LayerNorm(D)
+    stack = TransformerEncoderStack(layers, norm)
+    assert list(stack.layers) == layers and stack.norm is norm
+    with pytest.raises(ValueError, match="layers must hold at least one layer"):
+        TransformerEncoderStack([])
+    with pytest.raises(TypeError, match=r"layers\[0\] must be a DecoderLayer, got EncoderLayer"):
+        TransformerDecoderStack(layers)
+    with pytest.raises(ValueError, match=r"layers\[1\] has d_model=8 but layers\[0\] has d_model=16"):
+        TransformerEncoderStack([layers[0], EncoderLayer(block(8, 2, 16))])

@@ -12,7 +12,7 @@ import torch
 from attnlab.cli import main
 from attnlab.data import load_multi30k, load_tokenizers
 from attnlab.models import GPT, GPTConfig, Transformer
-from attnlab.tasks import load_recipe
+from attnlab.tasks import EvaluateRequest, TranslationTask, load_recipe
 from attnlab.tasks.translation import translate
 from attnlab.tasks.translation_recipe import TranslationRecipe
 from attnlab.training import plot_run
@@ -44,7 +44,7 @@ TINY = [
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("translation") / "run"
-    assert main(["train", "--config", DEMO, "--run-dir", str(out), *TINY]) == 0
+    assert main(["train", "--config", DEMO, "--run-dir", str(out), "--device", "cpu", *TINY]) == 0
     return out
 
 
@@ -171,3 +171,54 @@ def test_resume_continues_the_run_with_its_tokenizer(run_dir, tmp_path):
     assert [e["step"] for e in events if e["event"] == "eval"] == [10, 20, 30]
     tokenizer = (run_dir / "final" / "tokenizer.json").read_bytes()
     assert (run2 / "final" / "tokenizer.json").read_bytes() == tokenizer
+
+
+def _first_pairs(n):
+    def load(split, src_lang, tgt_lang, data_dir=None):
+        return load_multi30k(split, src_lang, tgt_lang, data_dir)[:n]
+
+    return load
+
+
+def test_evaluation_with_the_device_given_everywhere(run_dir, monkeypatch, capsys):
+    """The model, the validation batches and the decoder follow the device asked for: here
+    ``cpu`` given explicitly at every step (a GPU machine runs the CUDA test below)."""
+    import attnlab.tasks.translation as task
+
+    monkeypatch.setattr(task, "load_multi30k", _first_pairs(24))
+    explicit = TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", device="cpu", beam_size=2))
+    default = TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", beam_size=2))
+    assert explicit["bleu"] == default["bleu"] and explicit["pair"] == "de-en"
+    assert main(["evaluate", str(run_dir / "final"), "--split", "val", "--beam", "2", "--device", "cpu"]) == 0
+    assert f"BLEU = {explicit['bleu']:.2f}" in capsys.readouterr().out
+    assert main(["evaluate", str(run_dir / "final"), "--device", "cuda:99"]) == 2
+    assert "device 'cuda:99' is not available" in capsys.readouterr().err
+
+
+def test_validation_loss_equals_a_recomputation_on_the_device(run_dir):
+    """``validate`` on a model put on the device explicitly: its loss is the token-weighted mean
+    cross-entropy of the validation pairs, recomputed here batch by batch without attnlab's
+    evaluation helpers."""
+    recipe = TranslationRecipe.from_dict(load_recipe(DEMO, [*TINY, "eval.val_bleu=false", "train.metric=val_loss"]))
+    task = TranslationTask(recipe, run_dir / "validate", device="cpu")
+    task.prepare(resume=run_dir)  # the run's tokenizers
+    model = Transformer.from_pretrained(run_dir / "final", device="cpu")
+    got = task.validate(model)["val_loss"]
+    total, tokens = 0.0, 0
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        for batch in task.val_loader:
+            logits = model(batch.src, batch.tgt_in).float()
+            real = batch.tgt_out != task.tgt_tok.pad_id
+            total += float(torch.nn.functional.cross_entropy(logits[real], batch.tgt_out[real], reduction="sum"))
+            tokens += int(real.sum())
+    assert got == pytest.approx(total / tokens, rel=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_evaluation_on_cuda_matches_the_cpu(run_dir, monkeypatch):
+    import attnlab.tasks.translation as task
+
+    monkeypatch.setattr(task, "load_multi30k", _first_pairs(64))
+    cpu = TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", device="cpu", beam_size=2))
+    cuda = TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", device="cuda", beam_size=2))
+    assert abs(cuda["bleu"] - cpu["bleu"]) < 1.0

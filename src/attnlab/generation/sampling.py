@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import Tensor, nn
 
+from attnlab.devices import model_device
 from attnlab.generation.greedy import decode_rows, stop_set
 from attnlab.generation.state import (
     DecoderOnlyState,
@@ -25,7 +26,6 @@ from attnlab.generation.state import (
     check_count,
     inference,
     is_encoder_decoder,
-    model_device,
 )
 
 

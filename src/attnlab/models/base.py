@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from attnlab.attention.multihead import KVCache
 from attnlab.checkpoint import load_config, load_into, load_state, save_pretrained
 from attnlab.config import upgrade
+from attnlab.devices import resolve_device
 
 MODEL_TYPES: dict[str, type[PretrainedModel]] = {}
 """Every registered model class by the ``model_type`` its ``config.json`` carries."""
@@ -80,7 +81,9 @@ class PretrainedModel(nn.Module):
     def from_pretrained(
         cls, directory: str | Path, *, device: str | torch.device = "cpu"
     ) -> PretrainedModel:
-        """Load a checkpoint written by :meth:`save_pretrained`; the model is put in eval mode."""
+        """Load a checkpoint written by :meth:`save_pretrained` onto ``device`` (``ValueError``
+        when the machine has no such device); the model is put in eval mode."""
+        device = resolve_device(device)
         config, state = load_state(directory)
         model_type = config.pop("model_type", None)
         if model_type != cls.model_type:

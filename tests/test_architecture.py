@@ -1,0 +1,168 @@
+"""The layout docs/design.md describes, checked on the source: floors that import only
+downwards, no import cycles, no module over 400 lines, every public name resolvable, and
+citations that stay inside the repository."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import attnlab
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "attnlab"
+
+# docs/design.md, "The floors": a module may import its own floor's package and the floors below.
+FLOORS = [
+    ("attnlab", "attnlab.validation", "attnlab.runtime", "attnlab.config", "attnlab.devices",
+     "attnlab.evaluation", "attnlab.visualize"),
+    ("attnlab.attention", "attnlab.checkpoint"),
+    ("attnlab.modules", "attnlab.data"),
+    ("attnlab.models", "attnlab.generation", "attnlab.training", "attnlab.positional"),
+    ("attnlab.interop", "attnlab.analysis"),
+    ("attnlab.tasks",),
+    ("attnlab.labs",),
+    ("attnlab.cli",),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+
+
+def imports_of(path: Path) -> set[str]:
+    """attnlab modules ``path`` imports, anywhere in the file (function-level imports too);
+    ``from pkg import sub`` counts as importing ``pkg.sub`` when that is a module."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("attnlab")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("attnlab"):
+            subs = {f"{node.module}.{a.name}" for a in node.names} & set(MODULES)
+            found |= subs if len(subs) == len(node.names) else subs | {node.module}
+    return found
+
+
+def unit(name: str) -> str:
+    """The floor entry a module belongs to: its subpackage, or the top-level module itself."""
+    parts = name.split(".")
+    return ".".join(parts[:2])
+
+
+def floor(name: str) -> int:
+    for level, units in enumerate(FLOORS):
+        if unit(name) in units:
+            return level
+    raise AssertionError(f"{name} is on no floor of docs/design.md (add it to FLOORS and the doc)")
+
+
+GRAPH = {name: imports_of(path) & set(MODULES) - {name} for name, path in MODULES.items()}
+
+
+def test_every_module_is_on_a_floor():
+    for name in MODULES:
+        floor(name)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_imports_go_down_the_floors(name):
+    for target in GRAPH[name]:
+        if unit(target) == unit(name):
+            continue
+        assert floor(target) < floor(name), (
+            f"{name} (floor {floor(name)}) imports {target} (floor {floor(target)}): "
+            "a module imports only from the floors below its own"
+        )
+
+
+def test_no_import_cycles():
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in sorted(GRAPH[name]):
+            if state.get(target) == 1:
+                cycle = path[path.index(target):] + [target]
+                raise AssertionError(f"import cycle: {' -> '.join(cycle)}")
+            if target not in state:
+                visit(target, [*path, target])
+        state[name] = 2
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            visit(name, [name])
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_over_400_lines(name):
+    lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= 400, f"{name} has {lines} lines: split it by concept"
+
+
+def all_module_names() -> list[str]:
+    names = ["attnlab"]
+    for info in pkgutil.walk_packages(attnlab.__path__, "attnlab."):
+        names.append(info.name)
+    return sorted(set(names))
+
+
+def test_walked_modules_are_the_source_files():
+    assert set(all_module_names()) == set(MODULES) - {"attnlab.__main__"}
+
+
+@pytest.mark.parametrize("name", all_module_names())
+def test_every_name_in_every_all_resolves(name):
+    module = importlib.import_module(name)
+    for public in getattr(module, "__all__", []):
+        assert getattr(module, public, None) is not None, f"{name}.__all__ names {public!r}, which is missing"
+
+
+@pytest.mark.parametrize("package", ["attnlab.attention", "attnlab.modules", "attnlab.models",
+                                     "attnlab.generation", "attnlab.interop", "attnlab.positional",
+                                     "attnlab.training", "attnlab.data", "attnlab.tasks"])
+def test_star_import_works(package):
+    namespace: dict = {}
+    exec(f"from {package} import *", namespace)
+    assert set(importlib.import_module(package).__all__) <= set(namespace)
+
+
+def test_each_model_and_its_config_import_from_attnlab_models():
+    from attnlab.models import MODEL_TYPES
+
+    for cls in MODEL_TYPES.values():
+        models = importlib.import_module("attnlab.models")
+        assert getattr(models, cls.__name__) is cls
+        assert getattr(models, cls.config_class.__name__) is cls.config_class
+
+
+OUTSIDE = re.compile(r"(?<![\w/])DESIGN\.md|shared/seeds|\.\./shared|[Ss]eeds?\s+00[0-4]")
+REPO_PATH = re.compile(r"\b((?:docs|configs|benchmarks|tests)/[\w./-]+\.(?:md|toml|py|png))")
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_citations_stay_inside_the_repository(name):
+    text = MODULES[name].read_text(encoding="utf-8")
+    outside = OUTSIDE.findall(text)
+    assert not outside, f"{name} cites {outside}: cite docs/design.md and the lectures by title and author"
+    for path in REPO_PATH.findall(text):
+        assert (ROOT / path).exists(), f"{name} cites {path}, which is not in the repository"
+
+
+def test_design_document_and_lecture_list_exist():
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    for floor_units in FLOORS:
+        for name in floor_units:
+            if name != "attnlab":
+                assert name.split(".")[1] in design, f"docs/design.md does not place {name}"
+    lectures = (ROOT / "docs" / "lectures.md").read_text(encoding="utf-8")
+    for author in ("Li", "Steinert-Threlkeld", "López", "Hasegawa-Johnson", "Ba"):
+        assert author in lectures

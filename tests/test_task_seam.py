@@ -1,0 +1,204 @@
+"""The task seam (docs/design.md, "The seams a model joins"): a new task is one class that
+registers itself, and ``attnlab.tasks.train`` drives it like every other — seeded model on
+the device, optimizer from ``[optim]``, the trainer with its checkpoints, then the report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig, register_model
+from attnlab.models.base import MODEL_TYPES
+from attnlab.tasks import (
+    TASKS,
+    EvaluateRequest,
+    LanguageModelTask,
+    ModelTable,
+    Recipe,
+    Task,
+    TranslationTask,
+    register_task,
+    task_for_checkpoint,
+    train,
+)
+from attnlab.training import TrainResult
+from attnlab.training.losses import mean_loss
+
+
+@dataclass
+class CountingData:
+    """``[data]`` of the toy task: predict the next number of a counting sequence."""
+
+    length: int = 8
+    batches: int = 4
+
+
+@dataclass
+class CountingEval:
+    batches: int = 2
+
+
+@dataclass
+class CountingRecipe(Recipe):
+    data: CountingData
+    model: ModelTable[GPTConfig]
+    eval: CountingEval
+
+    task_name = "counting"
+    model_config_class = GPTConfig
+
+    @classmethod
+    def model_stand_ins(cls, tables):
+        return {"vocab_size": 16, "block_size": tables["data"].length}
+
+
+class CountingTask(Task):
+    """Sequences 3, 4, 5, ... (mod 16): a GPT learns to count. Records what the driver did."""
+
+    recipe_class = CountingRecipe
+    model_types = ("counting_gpt",)
+
+    def prepare(self, resume):
+        n = self.recipe.data.length
+        starts = torch.arange(self.recipe.data.batches * 4) % 16
+        seqs = (starts[:, None] + torch.arange(n + 1)) % 16  # (N, n + 1)
+        self.batches = [(x[:, :-1], x[:, 1:]) for x in seqs.split(4)]
+        self.calls = ["prepare"]
+
+    def build_model(self):
+        self.calls.append("build_model")
+        return GPT(self.recipe.model.build(vocab_size=16, block_size=self.recipe.data.length))
+
+    def train_data(self):
+        return self.batches
+
+    def loss(self, model, batch):
+        x, y = batch
+        assert x.device == next(model.parameters()).device  # moved by the trainer
+        logits = model(x)
+        return nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum"), y.numel()
+
+    def validate(self, model):
+        return {"val_loss": mean_loss(model, self.loss, self.batches[: self.recipe.eval.batches])}
+
+    def report(self, model: nn.Module, result: TrainResult) -> dict[str, Any]:
+        self.calls.append("report")
+        results = {"steps": result.step, "val_loss": result.last_eval["val_loss"]}
+        (self.run_dir / "results.json").write_text(json.dumps(results))
+        CountingTask.last = self
+        return results
+
+    @classmethod
+    def evaluate(cls, checkpoint, request):
+        return {"checkpoint": str(checkpoint), "device": request.device}
+
+    @classmethod
+    def format_scores(cls, scores):
+        return f"counted on {scores['device']}"
+
+
+@pytest.fixture
+def counting_task():
+    register_task(CountingTask)
+    yield CountingTask
+    TASKS.pop("counting")
+
+
+RECIPE = {
+    "task": "counting",
+    "model": {"d_model": 16, "num_heads": 2, "num_layers": 1},
+    "optim": {"lr": 1e-2, "warmup": 2},
+    "train": {"max_steps": 6, "eval_every": 3, "save_every": 3, "progress": False, "seed": 3},
+}
+
+
+def test_a_registered_task_is_trained_by_the_one_driver(counting_task, tmp_path):
+    run = train(RECIPE, run_dir=tmp_path / "run", device="cpu")
+    task = CountingTask.last
+    assert task.calls == ["prepare", "build_model", "report"]
+    results = json.loads((run / "results.json").read_text())
+    assert results["steps"] == 6
+    saved = json.loads((run / "checkpoints" / "step_00000006" / "recipe.json").read_text())
+    assert saved["task"] == "counting" and saved["model"] == RECIPE["model"]
+    events = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evals = [e["val_loss"] for e in events if e["event"] == "eval"]
+    assert len(evals) == 2 and evals[1] < evals[0]  # it learns
+
+
+def test_the_driver_seeds_the_model_with_train_seed(counting_task, tmp_path):
+    a, b = (train(RECIPE, run_dir=tmp_path / name) for name in ("a", "b"))
+    first = [GPT.from_pretrained(r / "checkpoints" / "step_00000006").state_dict() for r in (a, b)]
+    for key, value in first[0].items():
+        torch.testing.assert_close(value, first[1][key], rtol=0, atol=0)
+
+
+def test_recipe_tables_are_checked_before_any_data(counting_task, tmp_path):
+    with pytest.raises(ValueError, match="unknown key 'd_modle' in \\[model\\]; did you mean 'd_model'"):
+        train({**RECIPE, "model": {"d_modle": 16}}, run_dir=tmp_path)
+    with pytest.raises(ValueError, match="\\[model\\] key 'vocab_size' is set from the data"):
+        train({**RECIPE, "model": {"vocab_size": 16}}, run_dir=tmp_path)
+    with pytest.raises(ValueError, match="unknown key 'optimiser' in the recipe"):
+        train({**RECIPE, "optimiser": {}}, run_dir=tmp_path)
+    with pytest.raises(ValueError, match="device must be like 'cpu' or 'cuda:0', got 'gpu'"):
+        train(RECIPE, run_dir=tmp_path, device="gpu")
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_model_table_reads_resolved_settings():
+    recipe = CountingRecipe.from_dict(RECIPE)
+    assert (recipe.model.d_model, recipe.model.num_layers) == (16, 1)
+    assert recipe.model.norm_first and recipe.model.positional == "learned"  # GPTConfig defaults
+    with pytest.raises(AttributeError, match="vocab_size is set from the data"):
+        _ = recipe.model.vocab_size
+    assert recipe.to_dict()["model"] == RECIPE["model"]
+
+
+def test_a_task_name_is_registered_once(counting_task):
+    class Other(CountingTask):
+        pass
+
+    with pytest.raises(ValueError, match="task 'counting' of Other is already registered by CountingTask"):
+        register_task(Other)
+
+
+def test_evaluate_finds_the_task_by_model_type(tmp_path):
+    torch.manual_seed(0)
+    GPT(GPTConfig(vocab_size=8, block_size=4, d_model=8, num_heads=2, num_layers=1)).save_pretrained(tmp_path / "g")
+    Transformer(TransformerConfig(8, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1)
+                ).save_pretrained(tmp_path / "t")
+    assert task_for_checkpoint(tmp_path / "g") is LanguageModelTask
+    assert task_for_checkpoint(tmp_path / "t") is TranslationTask
+    assert TASKS["translation"] is TranslationTask and TASKS["language_model"] is LanguageModelTask
+
+
+def test_evaluate_request_defaults():
+    request = EvaluateRequest()
+    assert (request.split, request.device, request.beam_size) == (None, "cpu", 5)
+
+
+def test_a_model_registers_itself_once():
+    assert MODEL_TYPES["gpt"] is GPT and MODEL_TYPES["transformer"] is Transformer
+
+    class Copy(GPT):
+        model_type = "gpt"
+
+    with pytest.raises(ValueError, match="model_type 'gpt' of Copy is already registered by GPT"):
+        register_model(Copy)
+
+
+def test_every_shipped_recipe_names_a_registered_task():
+    from attnlab.tasks import load_recipe
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    for path in sorted(configs.glob("*.toml")):
+        text = path.read_text()
+        if "task =" not in text:
+            continue  # the fine-tuning experiment's recipe (attnlab finetune)
+        raw = load_recipe(path)
+        TASKS[raw["task"]].recipe_class.from_dict(raw)
