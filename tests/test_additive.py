@@ -1,4 +1,5 @@
-"""Bahdanau additive attention (López et al. (Attention Mechanisms) eqs. 9-10): float64 NumPy reference and mask properties."""
+"""Bahdanau additive attention (López et al. (Attention Mechanisms) eqs. 9-10): float64 NumPy
+reference and mask properties."""
 
 from __future__ import annotations
 

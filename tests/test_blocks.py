@@ -164,7 +164,8 @@ class ToyRotary(nn.Module):
 @pytest.mark.parametrize("rotary", [False, True])
 def test_decoder_layer_cache_step_by_step_equals_full(norm_first, rotary):
     torch.manual_seed(2)
-    layer = DecoderLayer(block(D, H, FF, norm_first=norm_first), rotary=ToyRotary() if rotary else None).eval()
+    rope = ToyRotary() if rotary else None
+    layer = DecoderLayer(block(D, H, FF, norm_first=norm_first), rotary=rope).eval()
     x, memory = torch.randn(2, 6, D), torch.randn(2, 5, D)
     src_real = _padding([5, 2], 5)
     full = layer(x, memory, memory_mask=src_real)
@@ -312,8 +313,10 @@ def test_encode_decode_equals_forward_and_final_norms():
         atol=0,
     )
     assert TransformerEncoderStack.from_config(block(D, H, FF), 2).norm is None  # post-LN: none by default
-    assert isinstance(TransformerEncoderStack.from_config(block(D, H, FF, norm_first=True), 2).norm, LayerNorm)
-    assert isinstance(TransformerEncoderStack.from_config(block(D, H, FF), 2, final_norm=True).norm, LayerNorm)
+    pre_ln = TransformerEncoderStack.from_config(block(D, H, FF, norm_first=True), 2)
+    assert isinstance(pre_ln.norm, LayerNorm)
+    asked = TransformerEncoderStack.from_config(block(D, H, FF), 2, final_norm=True)
+    assert isinstance(asked.norm, LayerNorm)
     assert len(TransformerDecoderStack.from_config(block(D, H, FF), 3).layers) == 3
 
 
@@ -351,7 +354,7 @@ def test_bad_inputs_raise_value_error():
 def test_model_configs_extend_the_block_config_and_hand_it_to_their_layers():
     from dataclasses import fields
 
-    from attnlab.models import EncoderConfig, GPT, GPTConfig, TransformerConfig
+    from attnlab.models import GPT, EncoderConfig, GPTConfig, TransformerConfig
 
     names = {f.name for f in fields(BlockConfig)}
     for config in (TransformerConfig(10), GPTConfig(10), EncoderConfig(10)):

@@ -119,7 +119,8 @@ def test_combine_bool_masks_is_logical_and_with_broadcasting():
 
 
 def test_combine_bool_and_float_is_sum_of_additive_masks():
-    """Li (Transformer Part I): softmax(S + M^causal + M^pad) — bool masks become 0/−∞ and add to float ones."""
+    """Li (Transformer Part I): softmax(S + M^causal + M^pad) — bool masks become 0/−∞ and add
+    to float ones."""
     bias = torch.randn(4, 4, dtype=torch.float64)  # a finite additive mask (e.g. a position bias)
     pad = torch.tensor([True, True, True, False])[None, None, None, :]  # (1, 1, 1, 4)
     got = combine_masks(causal_mask(4), bias, pad)

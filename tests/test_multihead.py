@@ -54,7 +54,8 @@ def projections(mha: MultiHeadAttention):
 
 
 def reference_mha(mha, x, memory=None, value=None, additive=None):
-    """Li (Transformer Part I): H_h = softmax(Q_h K_hᵀ/√d_h + M) V_h; Y = [H_1, …, H_H] W_o. float64, per head."""
+    """Li (Transformer Part I): H_h = softmax(Q_h K_hᵀ/√d_h + M) V_h; Y = [H_1, …, H_H] W_o.
+    float64, per head."""
     x = x.double().numpy()
     memory = x if memory is None else memory.double().numpy()
     value = memory if value is None else value.double().numpy()
@@ -196,7 +197,8 @@ def test_property_blocked_keys_never_change_the_output(n_k, seed, explicit, cros
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 8), seed=st.integers(0, 2**16))
 def test_property_permuting_tokens_permutes_outputs(n, seed):
-    """Without positions, self-attention is permutation equivariant (Steinert-Threlkeld (Transformers I): why PE exists)."""
+    """Without positions, self-attention is permutation equivariant (Steinert-Threlkeld
+    (Transformers I): why positional encodings exist)."""
     mha = make_mha(8, 2, seed=seed % 5)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(2, n, 8, generator=g)

@@ -1,4 +1,5 @@
-"""Attention pooling (López et al. (Attention Mechanisms)): kernels, Nadaraya–Watson, average pooling, database lookup.
+"""Attention pooling (López et al. (Attention Mechanisms)): kernels, Nadaraya–Watson, average
+pooling, database lookup.
 
 References are independent float64 NumPy recomputations of the deck's formulas, or properties
 that must hold (convexity, the softmax identity, exact lookup).
@@ -30,7 +31,8 @@ NP_KERNELS = {
 
 
 def np_nadaraya_watson(q, k, v, kernel, h):
-    """López et al. (Attention Mechanisms) eqs. 2-3 in NumPy: weights K(|q-k|/h) normalised over keys (0 where none)."""
+    """López et al. (Attention Mechanisms), eqs. 2-3, in NumPy: weights K(|q-k|/h) normalised over
+    keys (0 where none)."""
     q = q[:, None] if q.ndim == 1 else q
     k = k[:, None] if k.ndim == 1 else k
     u = np.linalg.norm(q[:, None, :] - k[None, :, :], axis=-1) / h
@@ -110,7 +112,8 @@ def test_gaussian_equals_softmax_attention():
 
 
 def test_gaussian_equals_dot_product_attention_with_key_bias():
-    """López et al. (Attention Mechanisms) eq. 5: −½‖q−k‖² = qᵀk − ½‖k‖² − ½‖q‖²; the ‖q‖² term cancels in the softmax.
+    """López et al. (Attention Mechanisms), eq. 5: −½‖q−k‖² = qᵀk − ½‖k‖² − ½‖q‖²; the ‖q‖² term
+    cancels in the softmax.
 
     So Gaussian NW is scaled dot-product attention on q' = [q, 1], k' = [k, −½‖k‖²] with scale 1/h².
     """

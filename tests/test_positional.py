@@ -22,7 +22,8 @@ from attnlab.positional import (
 
 
 def numpy_sinusoids(n: int, d: int, offset: int = 0) -> np.ndarray:
-    """Ba (CSC413 Lecture 8): PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d))."""
+    """Ba (CSC413 Lecture 8): PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos /
+    10000^(2i/d))."""
     pe = np.zeros((n, d), dtype=np.float64)
     for pos in range(offset, offset + n):
         for j in range(d):

@@ -1,4 +1,5 @@
-"""Scoring functions (López et al. (Attention Mechanisms) "Attention Scoring Functions", Hasegawa-Johnson (ECE 417 Lecture 21) "Cosine Distance").
+"""Scoring functions (López et al. (Attention Mechanisms) "Attention Scoring Functions",
+Hasegawa-Johnson (ECE 417 Lecture 21) "Cosine Distance").
 
 References are float64 NumPy einsum recomputations using the modules' own parameters, plus
 properties the formulas imply (variance argument, Cauchy–Schwarz, M = I gives the dot score).

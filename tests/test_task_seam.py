@@ -169,7 +169,8 @@ def test_a_task_name_is_registered_once(counting_task):
 
 def test_evaluate_finds_the_task_by_model_type(tmp_path):
     torch.manual_seed(0)
-    GPT(GPTConfig(vocab_size=8, block_size=4, d_model=8, num_heads=2, num_layers=1)).save_pretrained(tmp_path / "g")
+    gpt = GPTConfig(vocab_size=8, block_size=4, d_model=8, num_heads=2, num_layers=1)
+    GPT(gpt).save_pretrained(tmp_path / "g")
     Transformer(TransformerConfig(8, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1)
                 ).save_pretrained(tmp_path / "t")
     assert task_for_checkpoint(tmp_path / "g") is LanguageModelTask

@@ -186,7 +186,8 @@ def test_evaluation_with_the_device_given_everywhere(run_dir, monkeypatch, capsy
     import attnlab.tasks.translation as task
 
     monkeypatch.setattr(task, "load_multi30k", _first_pairs(24))
-    explicit = TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", device="cpu", beam_size=2))
+    request = EvaluateRequest(split="val", device="cpu", beam_size=2)
+    explicit = TranslationTask.evaluate(run_dir / "final", request)
     default = TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", beam_size=2))
     assert explicit["bleu"] == default["bleu"] and explicit["pair"] == "de-en"
     assert main(["evaluate", str(run_dir / "final"), "--split", "val", "--beam", "2", "--device", "cpu"]) == 0
@@ -199,7 +200,8 @@ def test_validation_loss_equals_a_recomputation_on_the_device(run_dir):
     """``validate`` on a model put on the device explicitly: its loss is the token-weighted mean
     cross-entropy of the validation pairs, recomputed here batch by batch without attnlab's
     evaluation helpers."""
-    recipe = TranslationRecipe.from_dict(load_recipe(DEMO, [*TINY, "eval.val_bleu=false", "train.metric=val_loss"]))
+    overrides = [*TINY, "eval.val_bleu=false", "train.metric=val_loss"]
+    recipe = TranslationRecipe.from_dict(load_recipe(DEMO, overrides))
     task = TranslationTask(recipe, run_dir / "validate", device="cpu")
     task.prepare(resume=run_dir)  # the run's tokenizers
     model = Transformer.from_pretrained(run_dir / "final", device="cpu")
@@ -209,7 +211,8 @@ def test_validation_loss_equals_a_recomputation_on_the_device(run_dir):
         for batch in task.val_loader:
             logits = model(batch.src, batch.tgt_in).float()
             real = batch.tgt_out != task.tgt_tok.pad_id
-            total += float(torch.nn.functional.cross_entropy(logits[real], batch.tgt_out[real], reduction="sum"))
+            ce = torch.nn.functional.cross_entropy(logits[real], batch.tgt_out[real], reduction="sum")
+            total += float(ce)
             tokens += int(real.sum())
     assert got == pytest.approx(total / tokens, rel=1e-5)
 
@@ -219,6 +222,8 @@ def test_evaluation_on_cuda_matches_the_cpu(run_dir, monkeypatch):
     import attnlab.tasks.translation as task
 
     monkeypatch.setattr(task, "load_multi30k", _first_pairs(64))
-    cpu = TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", device="cpu", beam_size=2))
-    cuda = TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", device="cuda", beam_size=2))
+    cpu, cuda = (
+        TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", device=d, beam_size=2))
+        for d in ("cpu", "cuda")
+    )
     assert abs(cuda["bleu"] - cpu["bleu"]) < 1.0

@@ -29,7 +29,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 
 
 def _device_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, cuda:1, mps (default cpu)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 or mps (default: cpu)")
 
 
 def _translate_args(p: argparse.ArgumentParser) -> None:

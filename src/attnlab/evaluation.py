@@ -1,10 +1,11 @@
 """Translation and language-model scores: sacreBLEU, chrF, perplexity.
 
 BLEU (Papineni et al., 2002) and chrF (Popović, 2015) are computed by sacrebleu on
-*detokenized*, cased text with its default ``13a`` tokenizer, so numbers are comparable
-with published ones (Post, 2018); each score carries sacrebleu's signature
-(``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x``), which says exactly how it
-was computed. Steinert-Threlkeld's (Transformers I) "Initial WMT Results" table and Ba's (CSC413 Lecture 8) WMT14 table report BLEU.
+*detokenized*, cased text with its default ``13a`` tokenizer, so numbers are comparable with
+published ones (Post, 2018); each score carries sacrebleu's signature
+(``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x``), which says exactly how it was
+computed. Steinert-Threlkeld's (Transformers I) "Initial WMT Results" table and Ba's (CSC413
+Lecture 8) WMT14 table report BLEU.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Attention heatmaps (Steinert-Threlkeld (Transformers I), "Attention visualisation"; Ba (CSC413 Lecture 8), Bahdanau alignment maps).
+"""Attention heatmaps (Steinert-Threlkeld (Transformers I), "Attention visualisation"; Ba
+(CSC413 Lecture 8), Bahdanau alignment maps).
 
 Rows are queries, columns are keys, colour is the attention weight ``α_ij``. matplotlib is
 imported inside the functions and used through its object-oriented ``Figure`` API (rendered by

@@ -1,6 +1,7 @@
 """The lectures' attention, one concept a file.
 
-* :mod:`~attnlab.attention.pooling` — kernel attention pooling (Nadaraya–Watson), López et al. (Attention Mechanisms)
+* :mod:`~attnlab.attention.pooling` — kernel attention pooling (Nadaraya–Watson), López et al.
+  (Attention Mechanisms)
 * :mod:`~attnlab.attention.scoring` — dot, scaled dot, additive, bilinear, cosine scores
 * :mod:`~attnlab.attention.masks` — causal / padding masks and the masked softmax
 * :mod:`~attnlab.attention.core` — scaled dot-product attention, explicit and fused

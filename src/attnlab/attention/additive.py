@@ -1,4 +1,5 @@
-"""Additive (Bahdanau) attention (López et al. (Attention Mechanisms) eqs. 9–10; Hasegawa-Johnson (ECE 417 Lecture 21) "Attention"; Ba (CSC413 Lecture 8)).
+"""Additive (Bahdanau) attention (López et al. (Attention Mechanisms) eqs. 9–10;
+Hasegawa-Johnson (ECE 417 Lecture 21) "Attention"; Ba (CSC413 Lecture 8)).
 
 ``Attention(q, D) = Σ_i softmax_i(w_vᵀ tanh(W_q q + W_k k_i)) v_i``: the additive score of
 :class:`~attnlab.attention.scoring.AdditiveScore`, a masked softmax over keys, and attention
@@ -33,8 +34,9 @@ class AdditiveAttention(nn.Module):
         from :func:`~attnlab.attention.masks.padding_mask` (e.g.
         ``padding_mask(lengths_to_mask(valid_lens, n_k))``) is accepted too; a 2-D mask means
         ``(n_q, n_k)`` as everywhere else, never ``(B, n_k)``.
-        ``lengths``: optional ``(B,)`` numbers of valid keys (López et al. (Attention Mechanisms), "Masked Softmax
-        Operation": keys ``i > l`` get weight 0); combined with ``mask``.
+        ``lengths``: optional ``(B,)`` numbers of valid keys (López et al. (Attention
+        Mechanisms), "Masked Softmax Operation": keys ``i > l`` get weight 0); combined with
+        ``mask``.
 
     Returns ``(B, n_q, d_v)``, or ``(output, weights (B, n_q, n_k))`` when ``return_weights``.
     A query whose every key is blocked gets zero weights and a zero output, never NaN.

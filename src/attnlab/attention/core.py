@@ -1,4 +1,5 @@
-"""Scaled dot-product attention: ``softmax(QKᵀ/√d_k + M) V`` (Li (Transformer Part I), Steinert-Threlkeld (Transformers I), Hasegawa-Johnson (ECE 417 Lecture 21)).
+"""Scaled dot-product attention: ``softmax(QKᵀ/√d_k + M) V`` (Li (Transformer Part I),
+Steinert-Threlkeld (Transformers I), Hasegawa-Johnson (ECE 417 Lecture 21)).
 
 Two paths, one function (docs/design.md):
 
@@ -31,7 +32,8 @@ from attnlab.validation import check_floating, check_probability, check_tensor, 
 
 
 def self_attention(x: Tensor) -> Tensor:
-    """Untrained self-attention ``Y = softmax(X Xᵀ) X`` (Li (Transformer Part I), "Self-Attention in Matrix Notation").
+    """Untrained self-attention ``Y = softmax(X Xᵀ) X`` (Li (Transformer Part I), "Self-Attention
+    in Matrix Notation").
 
     ``x``: ``(..., n, d)`` tokens as rows. Returns ``(..., n, d)``: each output token is a
     convex combination of all input tokens, weighted by inner-product similarity.

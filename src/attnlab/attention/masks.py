@@ -44,8 +44,9 @@ def causal_mask(
 def lengths_to_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
     """``(B,)`` valid lengths → ``(B, max_len)`` boolean, True on the first ``lengths[b]`` slots.
 
-    López et al. (Attention Mechanisms) ("masked softmax over valid lengths"). Use :func:`padding_mask` to get the
-    ``(B, 1, 1, n)`` form that broadcasts over heads and queries.
+    López et al. (Attention Mechanisms) ("masked softmax over valid lengths"). Use
+    :func:`padding_mask` to get the ``(B, 1, 1, n)`` form that broadcasts over heads and
+    queries.
     """
     check_rank("lengths", lengths, 1, "(B,)")
     if lengths.is_floating_point():
@@ -163,7 +164,8 @@ def allowed_keys(mask: Tensor) -> Tensor:
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
-    """Softmax over the allowed keys: López et al. (Attention Mechanisms) "masked softmax", Li (Transformer Part I) ``softmax(S + M)``.
+    """Softmax over the allowed keys: López et al. (Attention Mechanisms), "masked softmax"; Li
+    (Transformer Part I), ``softmax(S + M)``.
 
     Args:
         scores: ``(..., n_q, n_k)`` attention scores.

@@ -1,4 +1,5 @@
-"""Multi-head attention (Li (Transformer Part I) "Multi-head Attention", López et al. (Attention Mechanisms), Vaswani et al. eq. 5).
+"""Multi-head attention (Li (Transformer Part I) "Multi-head Attention", López et al. (Attention
+Mechanisms), Vaswani et al. eq. 5).
 
 ``MultiHead(Q, K, V) = [H_1, …, H_H] W_o`` with ``H_h = Attention(X W_h^q, M W_h^k, M W_h^v)``,
 where ``M = X`` for self-attention and the encoder output for cross-attention, and

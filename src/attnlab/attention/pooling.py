@@ -1,8 +1,9 @@
-"""Attention pooling over a database of (key, value) pairs (López et al. (Attention Mechanisms), "Queries, Keys and Values").
+"""Attention pooling over a database of (key, value) pairs (López et al. (Attention Mechanisms),
+"Queries, Keys and Values").
 
 Given a database ``D = {(k_1, v_1), …, (k_m, v_m)}`` and a query ``q``, attention pooling is
 
-    Attention(q, D) = Σ_i α(q, k_i) v_i                                   (López et al. (Attention Mechanisms), eq. 2)
+    Attention(q, D) = Σ_i α(q, k_i) v_i                                              (eq. 2)
 
 with weights ``α`` that are non-negative and sum to one (eq. 3). The deck's special cases:
 
@@ -33,22 +34,24 @@ Kernel = Callable[[Tensor], Tensor]
 def gaussian_kernel(u: Tensor) -> Tensor:
     """Gaussian kernel ``K(u) = exp(−u²/2)`` of the scaled distance ``u = ‖q − k‖ / h``.
 
-    López et al. (Attention Mechanisms), "Gaussian Attention Function": ``α(q, k_i) = exp(−½ ‖q − k_i‖²)`` (``h = 1``).
+    López et al. (Attention Mechanisms), "Gaussian Attention Function":
+    ``α(q, k_i) = exp(−½ ‖q − k_i‖²)`` (``h = 1``).
     """
     return torch.exp(-0.5 * u * u)
 
 
 def boxcar_kernel(u: Tensor) -> Tensor:
     """Boxcar kernel ``K(u) = 1 if |u| ≤ 1 else 0`` of the scaled distance ``u = ‖q − k‖ / h``.
-
-    López et al. (Attention Mechanisms), "Boxcar Attention Function": ``α(q, k_i) = 1 if ‖q − k_i‖ ≤ 1``. Pooling with it
-    averages the values of every key within distance ``h`` of the query.
+    López et al. (Attention Mechanisms), "Boxcar Attention Function":
+    ``α(q, k_i) = 1 if ‖q − k_i‖ ≤ 1``. Pooling with it averages the values of every key within
+    distance ``h`` of the query.
     """
     return (u.abs() <= 1).to(u.dtype)
 
 
 def epanechnikov_kernel(u: Tensor) -> Tensor:
-    """López et al.'s (Attention Mechanisms) "Epanechnikov" kernel ``K(u) = max(0, 1 − |u|)`` of ``u = ‖q − k‖ / h``.
+    """The "Epanechnikov" kernel of López et al. (Attention Mechanisms), ``K(u) = max(0, 1 − |u|)``
+    of ``u = ‖q − k‖ / h``.
 
     This is the deck's formula ``α(q, k_i) = max(0, 1 − ‖q − k_i‖)``. (Textbooks call that
     shape the *triangular* kernel and write Epanechnikov as ``¾ max(0, 1 − u²)``; both have
@@ -129,10 +132,10 @@ def nadaraya_watson(
     ``f(q) = Σ_i α(q, k_i) v_i`` with ``α(q, k_i) = K(‖q − k_i‖/h) / Σ_j K(‖q − k_j‖/h)``.
 
     For the Gaussian kernel this is exactly softmax attention with score ``−‖q − k_i‖² / (2h²)``
-    (López et al. (Attention Mechanisms), eq. 4 and "Dot Product Attention Function"), and it is computed that way so that
-    a small bandwidth never underflows every weight to zero. For kernels with bounded support
-    (boxcar, Epanechnikov) a query with no key within ``h`` has all-zero weights and a zero
-    output, never NaN.
+    (López et al. (Attention Mechanisms), eq. 4 and "Dot Product Attention Function"), and it is
+    computed that way so that a small bandwidth never underflows every weight to zero. For
+    kernels with bounded support (boxcar, Epanechnikov) a query with no key within ``h`` has
+    all-zero weights and a zero output, never NaN.
 
     Args:
         queries: ``(n_q,)`` scalars or ``(n_q, d)`` vectors.
@@ -168,7 +171,8 @@ def nadaraya_watson(
 def average_pooling(
     queries: Tensor, values: Tensor, *, return_weights: bool = False
 ) -> Tensor | tuple[Tensor, Tensor]:
-    """Average pooling: ``α(q, k_i) = 1/m`` for every query (López et al. (Attention Mechanisms), "Special Cases").
+    """Average pooling: ``α(q, k_i) = 1/m`` for every query (López et al. (Attention Mechanisms),
+    "Special Cases").
 
     The baseline that ignores the query: every output is the mean of all values.
 
@@ -200,7 +204,8 @@ def database_lookup(
     exact: bool = False,
     return_weights: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
-    """One-hot attention: each query gets the value of its nearest key (López et al. (Attention Mechanisms), "Special Cases").
+    """One-hot attention: each query gets the value of its nearest key (López et al. (Attention
+    Mechanisms), "Special Cases").
 
     "One of the weights α(q, k_i) is 1, while all others are 0. This is akin to a traditional
     database query." A query equal to a key returns that key's value exactly; ties go to the

@@ -1,7 +1,9 @@
-"""Attention scoring functions ``e(q, k)`` (López et al. (Attention Mechanisms), "Attention Scoring Functions"; Hasegawa-Johnson (ECE 417 Lecture 21)).
+"""Attention scoring functions ``e(q, k)`` (López et al. (Attention Mechanisms), "Attention
+Scoring Functions"; Hasegawa-Johnson (ECE 417 Lecture 21)).
 
 A score measures how well a query matches a key; a softmax over keys turns the scores of one
-query into attention weights (Hasegawa-Johnson (ECE 417 Lecture 21), "Attention": ``α_ij = exp(e_ij) / Σ_j exp(e_ij)``).
+query into attention weights (Hasegawa-Johnson (ECE 417 Lecture 21), "Attention":
+``α_ij = exp(e_ij) / Σ_j exp(e_ij)``).
 
 Every function here maps queries ``(..., n_q, d_q)`` and keys ``(..., n_k, d_k)`` to scores
 ``(..., n_q, n_k)``; leading dimensions broadcast. Dot, scaled-dot and cosine scores need
@@ -49,11 +51,12 @@ def _check_width(name: str, x: Tensor, width: int, arg: str) -> None:
 
 
 def dot_score(q: Tensor, k: Tensor) -> Tensor:
-    """Dot-product score ``e(q, k) = qᵀk`` (Li (Transformer Part I) "Self-Attention"; López et al. (Attention Mechanisms) eq. 5).
+    """Dot-product score ``e(q, k) = qᵀk`` (Li (Transformer Part I), "Self-Attention"; López et
+    al. (Attention Mechanisms), eq. 5).
 
-    López et al. (Attention Mechanisms) derives it from the Gaussian score ``−½‖q − k‖² = qᵀk − ½‖k‖² − ½‖q‖²`` by dropping
-    the query-only term (it cancels in the softmax) and the key norm (roughly constant after
-    normalisation layers).
+    López et al. derive it from the Gaussian score ``−½‖q − k‖² = qᵀk − ½‖k‖² − ½‖q‖²`` by
+    dropping the query-only term (it cancels in the softmax) and the key norm (roughly constant
+    after normalisation layers).
 
     ``q (..., n_q, d)``, ``k (..., n_k, d)`` → ``(..., n_q, n_k)``.
     """
@@ -62,9 +65,11 @@ def dot_score(q: Tensor, k: Tensor) -> Tensor:
 
 
 def scaled_dot_score(q: Tensor, k: Tensor) -> Tensor:
-    """Scaled dot-product score ``e(q, k) = qᵀk / √d`` (López et al. (Attention Mechanisms) eq. 6; Hasegawa-Johnson (ECE 417 Lecture 21)).
+    """Scaled dot-product score ``e(q, k) = qᵀk / √d`` (López et al. (Attention Mechanisms), eq. 6;
+    Hasegawa-Johnson (ECE 417 Lecture 21)).
 
-    Hasegawa-Johnson (ECE 417 Lecture 21), "The Scaled Dot-Product"; López et al. (Attention Mechanisms), "Dot Product Attention Function".
+    Hasegawa-Johnson (ECE 417 Lecture 21), "The Scaled Dot-Product"; López et al. (Attention
+    Mechanisms), "Dot Product Attention Function".
 
     Why ``√d``: if the ``d`` entries of ``q`` and ``k`` are independent with mean 0 and
     variance 1, each product ``q_t k_t`` has mean 0 and variance 1, so their sum ``qᵀk`` has
@@ -78,7 +83,8 @@ def scaled_dot_score(q: Tensor, k: Tensor) -> Tensor:
 
 
 def cosine_score(q: Tensor, k: Tensor, eps: float = 1e-8) -> Tensor:
-    """Cosine similarity ``e(q, k) = q̂ᵀk̂`` with ``x̂ = x / ‖x‖`` (Hasegawa-Johnson (ECE 417 Lecture 21), "Cosine Distance").
+    """Cosine similarity ``e(q, k) = q̂ᵀk̂`` with ``x̂ = x / ‖x‖`` (Hasegawa-Johnson (ECE 417
+    Lecture 21), "Cosine Distance").
 
     Ignores magnitudes: by Cauchy–Schwarz the score lies in ``[−1, 1]``. Norms are clamped to
     ``eps`` so a zero vector scores 0 instead of NaN.
@@ -92,7 +98,8 @@ def cosine_score(q: Tensor, k: Tensor, eps: float = 1e-8) -> Tensor:
 
 
 class AdditiveScore(nn.Module):
-    """Additive (Bahdanau) score ``e(q, k) = w_vᵀ tanh(W_q q + W_k k)`` (López et al. (Attention Mechanisms), eq. 9).
+    """Additive (Bahdanau) score ``e(q, k) = w_vᵀ tanh(W_q q + W_k k)`` (López et al. (Attention
+    Mechanisms), eq. 9).
 
     ``W_q ∈ R^{h×d_q}``, ``W_k ∈ R^{h×d_k}`` and ``w_v ∈ R^h`` are learned, so queries and keys
     may have different sizes. Bahdanau et al. (2015), eq. 6 / appendix A.1.2 (no biases).
@@ -127,7 +134,8 @@ class AdditiveScore(nn.Module):
 
 
 class BilinearScore(nn.Module):
-    """Bilinear score ``e(q, k) = qᵀ M k`` (López et al. (Attention Mechanisms), "Vectors q and k_i with different lengths").
+    """Bilinear score ``e(q, k) = qᵀ M k`` (López et al. (Attention Mechanisms), "Vectors q and k_i
+    with different lengths").
 
     ``M ∈ R^{d_q×d_k}`` is learned and "translates between both spaces", so queries and keys may
     have different sizes (Luong et al. 2015 call it the *general* score).

@@ -3,12 +3,12 @@
 Both map text to ids and back, reserve the same special ids (``<pad>`` = 0, ``<bos>`` = 1,
 ``<eos>`` = 2, ``<unk>`` = 3), and save to a JSON file beside a checkpoint.
 
-Subword tokenization is where Steinert-Threlkeld (Transformers I) ("Next Time: Subword tokenization") leaves off.
-BPE (Sennrich et al., 2016) here is byte-level, as in GPT-2: text is split into words by
-the GPT-2 regex, each word is read as UTF-8 bytes, and merges are learned over bytes. Every
-string is representable (no ``<unk>``), and ``decode(encode(s)) == s`` exactly — spaces,
-umlauts and punctuation included — so decoded output is detokenized plain text, ready for
-sacreBLEU. Special-token strings typed in the text (``"<eos>"``) are encoded as plain text.
+Subword tokenization is where Steinert-Threlkeld (Transformers I) ("Next Time: Subword
+tokenization") leaves off. BPE (Sennrich et al., 2016) here is byte-level, as in GPT-2: text is
+split into words by the GPT-2 regex, each word is read as UTF-8 bytes, and merges are learned
+over bytes. Every string is representable (no ``<unk>``), and ``decode(encode(s)) == s`` exactly
+— spaces, umlauts and punctuation included — so decoded output is detokenized plain text, ready
+for sacreBLEU. Special-token strings typed in the text (``"<eos>"``) are encoded as plain text.
 
 >>> src_tok, tgt_tok = train_bpe(de_sentences, en_sentences, vocab_size=8000)  # joint
 >>> ids = tgt_tok.encode("A dog runs.", add_bos=True, add_eos=True)

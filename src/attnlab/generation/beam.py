@@ -1,5 +1,6 @@
 """Batched beam search with a length penalty (Wu et al. 2016, GNMT §7; Vaswani et al. 2017 §6.1
-decode with beam 4 and α = 0.6), for the translator of Ba (CSC413 Lecture 8) "Transformer Machine Translation".
+decode with beam 4 and α = 0.6), for the translator of Ba (CSC413 Lecture 8) "Transformer
+Machine Translation".
 
 Each sentence keeps ``K = beam_size`` live hypotheses. A step scores every one-token extension,
 ``log p(y_1..t) = log p(y_1..t-1) + log p(y_t | y_<t, x)``, over all ``K · V`` of them and keeps

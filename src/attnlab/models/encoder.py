@@ -1,8 +1,8 @@
 """BERT-style encoder: token + position + segment embeddings, a stack of encoder layers, pooling.
 
-Steinert-Threlkeld (Transformers I) ("Basic Transformer Encoder Block", "Representing Order": ``x_i = E_{w_i} + P_i``)
-and Ba (CSC413 Lecture 8) ("Transformer Language Pre-training"); Devlin et al. (2019) §3 for the token-type
-(segment) embeddings and the embedding LayerNorm::
+Steinert-Threlkeld (Transformers I) ("Basic Transformer Encoder Block", "Representing Order":
+``x_i = E_{w_i} + P_i``) and Ba (CSC413 Lecture 8) ("Transformer Language Pre-training"); Devlin
+et al. (2019) §3 for the token-type (segment) embeddings and the embedding LayerNorm::
 
     x = Dropout(LN(E_token[w] + E_type[t] + P))      (B, n, d)
     h = EncoderLayer_N(... EncoderLayer_1(x))         (B, n, d)   post-LN, GELU by default

@@ -57,7 +57,8 @@ class TransformerConfig(BlockConfig, PositionalConfig):
         self.check_positions(self.head_dim)
         if self.tgt_vocab_size is None:
             self.tgt_vocab_size = self.src_vocab_size
-        for name in ("src_vocab_size", "tgt_vocab_size", "num_encoder_layers", "num_decoder_layers", "max_len"):
+        sizes = ("src_vocab_size", "tgt_vocab_size", "num_encoder_layers", "num_decoder_layers", "max_len")
+        for name in sizes:
             check_positive(name, getattr(self, name))
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(

@@ -19,9 +19,9 @@ ACTIVATIONS = ("relu", "gelu", "swiglu")
 class FeedForward(nn.Module):
     """Position-wise feed-forward network ``FFN(x) = act(x W_1 + b_1) W_2 + b_2``.
 
-    Steinert-Threlkeld (Transformers I) ("Basic Transformer Encoder Block": "same MLP applied at each position");
-    Vaswani et al. eq. 2 with ReLU; GELU (Hendrycks & Gimpel, exact erf form, as BERT and
-    ``nn.Transformer(activation="gelu")``); SwiGLU (Shazeer 2020):
+    Steinert-Threlkeld (Transformers I) ("Basic Transformer Encoder Block": "same MLP applied at
+    each position"); Vaswani et al. eq. 2 with ReLU; GELU (Hendrycks & Gimpel, exact erf form,
+    as BERT and ``nn.Transformer(activation="gelu")``); SwiGLU (Shazeer 2020):
     ``FFN(x) = (Swish(x W) ⊗ x V) W_2`` where ``w1`` holds ``[W; V]`` stacked, so one matmul
     computes both halves.
 

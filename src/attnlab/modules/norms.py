@@ -23,7 +23,8 @@ NORMS = ("layernorm", "rmsnorm")
 
 
 def layer_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:
-    """Steinert-Threlkeld's (Transformers I) layer norm written out: ``(x − μ) / √(σ² + ε) · γ + β`` over the last dim.
+    """Steinert-Threlkeld's (Transformers I) layer norm written out:
+    ``(x − μ) / √(σ² + ε) · γ + β`` over the last dim.
 
     ``σ²`` is the *biased* variance (divide by ``d``, not ``d − 1``) and ``ε`` sits inside the
     root, as in Ba et al. (2016) and ``torch.nn.functional.layer_norm`` (the slide writes
@@ -47,7 +48,8 @@ def rms_norm(x: Tensor, weight: Tensor | None, eps: float) -> Tensor:
 
 
 class LayerNorm(nn.Module):
-    """Layer normalisation over the last dimension (Steinert-Threlkeld (Transformers I), "Layer Normalization").
+    """Layer normalisation over the last dimension (Steinert-Threlkeld (Transformers I), "Layer
+    Normalization").
 
     Args:
         d: width of each row.

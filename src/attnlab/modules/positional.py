@@ -1,16 +1,19 @@
 """Positional information: absolute encodings, rotary embeddings and distance biases.
 
-Self-attention is permutation-equivariant, so order must be injected (Steinert-Threlkeld (Transformers I) "Representing
-Order", Ba (CSC413 Lecture 8) "Positional Encoding"). Three families, one config string
-(:data:`POSITIONAL_KINDS`) chooses among them through :class:`PositionalScheme`:
+Self-attention is permutation-equivariant, so order must be injected (Steinert-Threlkeld
+(Transformers I), "Representing Order"; Ba (CSC413 Lecture 8), "Positional Encoding"). Three
+families, one config string (:data:`POSITIONAL_KINDS`) chooses among them through
+:class:`PositionalScheme`:
 
-* added to the token embeddings, ``x_i = E_{w_i} + P_i`` (Steinert-Threlkeld (Transformers I)): fixed
-  :class:`SinusoidalPositionalEncoding` or :class:`LearnedPositionalEmbedding`;
+* added to the token embeddings, ``x_i = E_{w_i} + P_i`` (Steinert-Threlkeld
+  (Transformers I)): fixed :class:`SinusoidalPositionalEncoding` or
+  :class:`LearnedPositionalEmbedding`;
 * rotating queries and keys so that ``q·k`` depends on ``m - n`` only:
   :class:`RotaryEmbedding` (RoPE, Su et al. 2021);
-* an additive bias on the attention scores that depends on distance (Steinert-Threlkeld (Transformers I) "Fancier ways
-  of representing positional info"): the fixed :class:`ALiBi` (Press et al. 2022) and the
-  learned :class:`RelativePositionBias` (T5, Raffel et al. 2020).
+* an additive bias on the attention scores that depends on distance (Steinert-Threlkeld
+  (Transformers I), "Fancier ways of representing positional info"): the fixed
+  :class:`ALiBi` (Press et al. 2022) and the learned :class:`RelativePositionBias` (T5,
+  Raffel et al. 2020).
 
 Every module takes an ``offset``: the number of positions already in a KV cache, so that
 incremental decoding sees exactly the positions the full forward pass sees.
@@ -75,7 +78,8 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """One learned vector per position (Steinert-Threlkeld (Transformers I) "Fixed vs Learned Positional Encoding").
+    """One learned vector per position (Steinert-Threlkeld (Transformers I), "Fixed vs Learned
+    Positional Encoding").
 
     Cannot extrapolate: a sequence reaching past ``max_len`` raises ``ValueError``.
     """
@@ -156,7 +160,8 @@ def alibi_slopes(num_heads: int) -> list[float]:
 
 
 class ALiBi(nn.Module):
-    """Attention with Linear Biases (Press et al. 2022): a fixed distance bias (Steinert-Threlkeld (Transformers I)).
+    """Attention with Linear Biases (Press et al. 2022): a fixed distance bias
+    (Steinert-Threlkeld (Transformers I)).
 
     Head ``h`` adds ``-m_h · |i - j|`` to the score of query ``i`` and key ``j``; no
     positional embedding is added to tokens. Under a causal mask this is the paper's
@@ -214,7 +219,8 @@ def relative_position_bucket(
 
 
 class RelativePositionBias(nn.Module):
-    """Learned bias of distance (Steinert-Threlkeld (Transformers I)), T5-style: one learned scalar per (bucket, head).
+    """Learned bias of distance (Steinert-Threlkeld (Transformers I)), T5-style: one learned scalar
+    per (bucket, head).
 
     The score of query ``i`` and key ``j`` gets ``b_h[bucket(j - i)]``. Use
     ``bidirectional=True`` for encoders and ``False`` for causal decoders.

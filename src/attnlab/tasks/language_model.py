@@ -247,7 +247,8 @@ class LanguageModelTask(Task):
         self.eval_batches = [windows.get_batch(d.batch_size) for _ in range(self.recipe.eval.eval_iters)]
 
     def build_model(self) -> GPT:
-        return GPT(self.recipe.model.build(vocab_size=self.tokenizer.vocab_size, block_size=self.recipe.data.block_size))
+        data = self.recipe.data
+        return GPT(self.recipe.model.build(vocab_size=self.tokenizer.vocab_size, block_size=data.block_size))
 
     def describe(self, model: nn.Module) -> str:
         return (

@@ -90,7 +90,8 @@ class TranslationTask(Task):
         self.val_set = TranslationDataset.from_pairs(self.val_pairs, src_tok, tgt_tok)
         self.tokenizer_files = save_tokenizers(self.run_dir / "tokenizer", src_tok, tgt_tok)
         self.sampler = TokenBatchSampler(self.train_set.lengths, d.max_tokens, seed=d.seed)
-        self.val_loader = self._loader(self.val_set, TokenBatchSampler(self.val_set.lengths, d.max_tokens, shuffle=False))
+        val_sampler = TokenBatchSampler(self.val_set.lengths, d.max_tokens, shuffle=False)
+        self.val_loader = self._loader(self.val_set, val_sampler)
 
     @staticmethod
     def _loader(data: TranslationDataset, sampler: TokenBatchSampler) -> torch.utils.data.DataLoader:
@@ -119,7 +120,8 @@ class TranslationTask(Task):
         """Label-smoothed cross-entropy summed over the target tokens (ε from the recipe)."""
         logits = model(batch.src, batch.tgt_in)  # (B, T, V)
         eps = self.recipe.optim.label_smoothing if epsilon is None else epsilon
-        return label_smoothed_cross_entropy(logits, batch.tgt_out, epsilon=eps, ignore_index=self.tgt_tok.pad_id)
+        pad = self.tgt_tok.pad_id
+        return label_smoothed_cross_entropy(logits, batch.tgt_out, epsilon=eps, ignore_index=pad)
 
     def validate(self, model: nn.Module) -> dict[str, float]:
         """Token-level cross-entropy (no smoothing) and greedy BLEU on the validation pairs."""
@@ -160,7 +162,8 @@ class TranslationTask(Task):
         for sample in samples:
             print(f"  SRC {sample['source']}\n  REF {sample['reference']}\n  HYP {sample['hypothesis']}")
         index = min(ev.heatmap_index, len(pairs) - 1)
-        heatmap = translator.plot_cross_attention(sources[index], hyps[index], self.run_dir / "cross_attention.png")
+        picture = self.run_dir / "cross_attention.png"
+        heatmap = translator.plot_cross_attention(sources[index], hyps[index], picture)
         results = {
             "split": ev.test_split, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
             "beam_size": ev.beam_size, "length_penalty": ev.length_penalty, "sentences": len(pairs),

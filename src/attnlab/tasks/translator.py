@@ -86,12 +86,16 @@ class Translator:
     tgt_tok: AnyTokenizer
 
     @classmethod
-    def load(cls, checkpoint: str | Path, *, device: str | torch.device = "cpu") -> tuple[Translator, dict[str, Any]]:
+    def load(
+        cls, checkpoint: str | Path, *, device: str | torch.device = "cpu"
+    ) -> tuple[Translator, dict[str, Any]]:
         """The translator of a checkpoint directory on ``device``, and its ``recipe.json`` as a
         dict (empty when the checkpoint has none)."""
         model = load_pretrained(checkpoint, device=device)
         if not callable(getattr(model, "decode", None)):
-            raise ValueError(f"checkpoint {checkpoint} is not a translation model (model_type {model.model_type!r})")
+            raise ValueError(
+                f"checkpoint {checkpoint} is not a translation model (model_type {model.model_type!r})"
+            )
         src_tok, tgt_tok = load_tokenizers(checkpoint)
         recipe_file = Path(checkpoint) / RECIPE_FILE
         recipe = json.loads(recipe_file.read_text()) if recipe_file.is_file() else {}

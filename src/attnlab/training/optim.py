@@ -194,7 +194,9 @@ def build_optimizer(
     if c.schedule == "noam":
         d_model = getattr(getattr(model, "config", None), "d_model", None)
         if d_model is None:
-            raise ValueError(f"optim.schedule 'noam' needs a model with a width d_model, got {type(model).__name__}")
+            raise ValueError(
+                f"optim.schedule 'noam' needs a model with a width d_model, got {type(model).__name__}"
+            )
         schedule = noam(d_model, c.warmup, scale=c.lr)
     elif c.schedule == "warmup_cosine":
         total = c.decay_steps or max_steps
