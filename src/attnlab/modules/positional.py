@@ -32,6 +32,19 @@ from attnlab.validation import check_choice, check_positive, check_rank
 
 POSITIONAL_KINDS = ("sinusoidal", "learned", "rope", "alibi", "relative", "none")
 
+__all__ = [
+    "ALiBi",
+    "LearnedPositionalEmbedding",
+    "POSITIONAL_KINDS",
+    "PositionalConfig",
+    "PositionalScheme",
+    "RelativePositionBias",
+    "RotaryEmbedding",
+    "SinusoidalPositionalEncoding",
+    "alibi_slopes",
+    "relative_position_bucket",
+]
+
 
 def _positions(n: int, offset: int, device: torch.device | None) -> Tensor:
     if offset < 0:
