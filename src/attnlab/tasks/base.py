@@ -92,7 +92,7 @@ class Task(ABC):
     def validate(self, model: nn.Module) -> dict[str, float]:
         """Validation metrics (``val_loss``, ...), called in eval mode without gradients."""
 
-    def checkpoint_files(self) -> dict[str, ExtraFiles]:
+    def checkpoint_files(self) -> ExtraFiles:
         """Files copied into every checkpoint beside the model: ``recipe.json`` and, in
         subclasses, the tokenizer files."""
         return {RECIPE_FILE: json.dumps(self.recipe.to_dict(), indent=2).encode()}

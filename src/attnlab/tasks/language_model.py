@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.checkpoint import load_config, resolve_resume
+from attnlab.checkpoint import ExtraFiles, load_config, resolve_resume
 from attnlab.config import from_dict
 from attnlab.data import CharTokenizer, LMDataset, Tokenizer, load_tinyshakespeare, load_tokenizer
 from attnlab.data.tokenizers import SPECIAL_TOKENS, AnyTokenizer
@@ -259,7 +259,7 @@ class LanguageModelTask(Task):
     def train_data(self) -> Callable[[int], Iterator[tuple[Tensor, Tensor]]]:
         return train_windows(self.train_ids, self.recipe.data)
 
-    def checkpoint_files(self) -> dict[str, Any]:
+    def checkpoint_files(self) -> ExtraFiles:
         return {**super().checkpoint_files(), self.tokenizer_file.name: self.tokenizer_file}
 
     def loss(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, int]:

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab.checkpoint import resolve_resume
+from attnlab.checkpoint import ExtraFiles, resolve_resume
 from attnlab.data import (
     TokenBatchSampler,
     TranslationDataset,
@@ -113,7 +113,7 @@ class TranslationTask(Task):
     def train_data(self) -> torch.utils.data.DataLoader:
         return self._loader(self.train_set, self.sampler)
 
-    def checkpoint_files(self) -> dict[str, Any]:
+    def checkpoint_files(self) -> ExtraFiles:
         return {**super().checkpoint_files(), **{p.name: p for p in self.tokenizer_files}}
 
     def loss(self, model: nn.Module, batch: Any, *, epsilon: float | None = None) -> tuple[Tensor, Tensor]:
