@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.attention.multihead import KVCache
-from attnlab.checkpoint import load_config, load_into, load_state, save_pretrained
+from attnlab.checkpoint import ExtraFiles, load_config, load_into, load_state, save_pretrained
 from attnlab.config import upgrade
 from attnlab.devices import resolve_device
 
@@ -71,9 +71,7 @@ class PretrainedModel(nn.Module):
             )
         return cls(config)
 
-    def save_pretrained(
-        self, directory: str | Path, *, extra: Mapping[str, str | Path | bytes] | None = None
-    ) -> Path:
+    def save_pretrained(self, directory: str | Path, *, extra: ExtraFiles | None = None) -> Path:
         """Write ``model.safetensors`` + ``config.json`` (+ ``extra`` files) atomically."""
         return save_pretrained(self, directory, extra=extra)
 
