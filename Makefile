@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export ATTNLAB_DATA ?= $(abspath ../shared/data)
 
-.PHONY: demo test test-slow bench lint install install-test clean
+.PHONY: demo test test-slow bench lint install install-test data-kjv clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ bench: install-test
 
 lint: install-test
 	$(PY) -m ruff check src tests benchmarks
+
+# Optional data: the King James Bible for the fine-tuning task (Debian's sword-text-kjv, as
+# root). attnlab never installs packages itself; without it those tests skip and say this.
+data-kjv:
+	@if dpkg -s sword-text-kjv >/dev/null 2>&1; then echo "sword-text-kjv is installed"; \
+	else echo "+ apt-get install -y --no-install-recommends sword-text-kjv"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends sword-text-kjv; fi
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache runs

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
 import _timing  # noqa: E402
 
 from attnlab.attention.core import scaled_dot_product_attention  # noqa: E402
@@ -297,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory_child:  # (d) in a fresh process whose malloc is pinned: see _timing.py
         memory_table(args)
         return
+    print(_machine.header() + "\n", flush=True)
     print(f"# attnlab attention benchmark — B={B}, H={H}, d_h={D_HEAD}, dtype "
           f"{str(args.dtype).removeprefix('torch.')}, {'quick' if args.quick else 'full'} mode\n")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "

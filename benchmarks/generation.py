@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
 import _timing  # noqa: E402
 
 from attnlab.generation import beam_search, greedy_search, sample  # noqa: E402
@@ -132,6 +133,7 @@ def translation_table(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    print(_machine.header() + "\n", flush=True)
     print(f"# attnlab generation benchmark{' (quick)' if args.quick else ''}\n")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{torch.backends.cpu.get_cpu_capability()}, {platform.machine()}, "

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
 import _timing  # noqa: E402
 
 from attnlab.interop import from_torch  # noqa: E402
@@ -139,6 +140,7 @@ def bench_minilm(rounds: int, count: int) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     cpu = platform.processor() or platform.machine()
+    print(_machine.header() + "\n", flush=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu}, "
           f"{args.rounds} interleaved rounds, medians\n")
     if "a" in args.only:

@@ -46,6 +46,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
+
 from attnlab.data import load_tinyshakespeare
 from attnlab.tasks import load_recipe
 from attnlab.tasks import train as attnlab_train
@@ -178,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--variants", nargs="+", choices=VARIANTS, default=["recipe", "reference"])
     args = p.parse_args(argv)
     text = load_tinyshakespeare()
+    print(_machine.header() + "\n", flush=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n", flush=True)
     losses: dict[str, list[float]] = {name: [] for name in args.variants}
     print("| seed | " + " | ".join(f"{v} val loss | {v} s" for v in args.variants) + " |")

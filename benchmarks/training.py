@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _machine  # noqa: E402
 import _timing  # noqa: E402
 
 from attnlab.config import load_toml  # noqa: E402
@@ -216,6 +217,7 @@ def bench_decoding(args: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     keep_freed_memory()
+    print(_machine.header() + "\n", flush=True)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or 'cpu'}, "
         f"ATTNLAB_DATA={os.environ.get('ATTNLAB_DATA', '(unset)')}\n",

@@ -181,9 +181,9 @@ def pretrained(tmp_path_factory):
     if not SHAKESPEARE.is_file():
         pytest.skip(f"tinyshakespeare not found at {SHAKESPEARE} (set ATTNLAB_DATA)")
     try:
-        kjv.ensure_kjv()  # installs sword-text-kjv when missing (root + apt-get)
-    except (FileNotFoundError, RuntimeError) as err:
-        pytest.skip(f"sword-text-kjv is not installed and could not be installed here: {err}")
+        kjv.find_kjv_module()
+    except FileNotFoundError:
+        pytest.skip("sword-text-kjv is not installed: run `make data-kjv` (as root)")
     text = SHAKESPEARE.read_text(encoding="utf-8")
     root = tmp_path_factory.mktemp("pretrained")
     tok = pretrain_tiny_gpt(text, root)
@@ -234,9 +234,9 @@ def test_pretraining_beats_scratch_beyond_noise(tmp_path):
     if not SHAKESPEARE.is_file():
         pytest.skip(f"tinyshakespeare not found at {SHAKESPEARE} (set ATTNLAB_DATA)")
     try:
-        kjv.ensure_kjv()
-    except (FileNotFoundError, RuntimeError) as err:
-        pytest.skip(f"sword-text-kjv is not installed and could not be installed here: {err}")
+        kjv.find_kjv_module()
+    except FileNotFoundError:
+        pytest.skip("sword-text-kjv is not installed: run `make data-kjv` (as root)")
     text = SHAKESPEARE.read_text(encoding="utf-8")
     tok = pretrain_tiny_gpt(text, tmp_path, steps=600)
     data = shakespeare_vs_kjv(text, kjv.load_kjv_verses(), ShakespeareKJVConfig(per_class=1000),

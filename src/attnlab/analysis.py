@@ -1,6 +1,8 @@
-"""Forward FLOPs and attention-matrix memory of attnlab models, layer by layer.
+"""Forward FLOPs and attention-matrix memory of attnlab's Transformer models, layer by layer.
 
-The lectures' complexity tables, made exact: Li (Transformer Part I), "Complexity of
+The self-attention rows of the lectures' complexity tables, made exact for the Transformer,
+GPT and BERT-style models attnlab has (the recurrent and convolutional rows of those tables
+are not counted here yet): Li (Transformer Part I), "Complexity of
 Attention" (the score matrix ``S = QKᵀ`` costs O(n²d), the weighted sum ``softmax(S) V``
 O(n²d), and the n × n scores take O(n²) memory per head); Hasegawa-Johnson (ECE 417 Lecture
 21), "Why Self-Attention?" (O(n²d) per self-attention layer against O(nd²) per recurrent

@@ -14,9 +14,10 @@ A training run keeps its checkpoints in one run directory::
       checkpoints/step_00001000/    a checkpoint with trainer.pt (optimizer, scheduler, RNG, step)
       best/                         the checkpoint with the best validation metric
 
-:func:`atomic_directory` writes everything into a temporary sibling directory and swaps it
-into place only when the block finishes, so a crash or an exception mid-write leaves the
-previous checkpoint untouched. Loading uses safetensors only — nothing is unpickled.
+:func:`~attnlab.atomic_dir.atomic_directory` writes everything into a temporary sibling
+directory and swaps it into place in one atomic step only when the block finishes, so a crash
+or an exception mid-write leaves the previous checkpoint untouched. Loading uses safetensors
+only — nothing is unpickled.
 
 Tied weights (e.g. GPT's token embedding and output head) are one tensor under two names;
 safetensors refuses shared tensors, so one copy is stored and the other names are listed
@@ -25,13 +26,10 @@ in the file's metadata (``"aliases"``) and restored by :func:`load_state`.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import shutil
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,46 +38,38 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from attnlab.atomic_dir import atomic_directory, clean_leftovers
 from attnlab.validation import shape_str
+
+__all__ = [
+    "CONFIG_NAME",
+    "TRAINER_NAME",
+    "WEIGHTS_NAME",
+    "ExtraFiles",
+    "atomic_directory",
+    "checkpoint_path",
+    "clean_leftovers",
+    "is_checkpoint",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_config",
+    "load_into",
+    "load_model_weights",
+    "load_state",
+    "load_state_file",
+    "read_json_object",
+    "prune_checkpoints",
+    "resolve_resume",
+    "save_pretrained",
+    "save_state",
+    "upgrade_weight_names",
+    "write_checkpoint",
+    "write_extra",
+]
 
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
 ExtraFiles = Mapping[str, "str | Path | bytes"]  # file name -> contents, or a file to copy
-
-
-@contextlib.contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
-    """Yield a fresh temporary directory that replaces ``path`` when the block succeeds.
-
-    The temporary directory lives in ``path``'s parent (same filesystem, so the final
-    rename is atomic). On an exception it is deleted and ``path`` is left as it was. An
-    existing ``path`` is first renamed aside, then the new directory renamed into place,
-    then the old one deleted.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    try:
-        yield tmp
-        _fsync_tree(tmp)
-        old = None
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
-            os.replace(path, old / path.name)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _fsync_tree(directory: Path) -> None:
-    """Flush every file under ``directory`` to disk before it becomes visible."""
-    for file in directory.rglob("*"):
-        if file.is_file():
-            with file.open("rb") as f:
-                os.fsync(f.fileno())
 
 
 def _dedupe_shared(state: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, str]]:
@@ -177,16 +167,19 @@ def load_config(directory: str | Path) -> dict[str, Any]:
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
-    file = _require(directory, CONFIG_NAME)
+    return read_json_object(_require(directory, CONFIG_NAME), "checkpoint config")
+
+
+def read_json_object(file: str | Path, what: str = "file") -> dict[str, Any]:
+    """A JSON object from ``file`` (``config.json``, ``recipe.json``); ``ValueError`` naming
+    the file when it is not valid UTF-8 JSON or not an object."""
     try:
-        config = json.loads(file.read_text())
+        data = json.loads(Path(file).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"checkpoint config {file} is not valid JSON: {err}") from err
-    if not isinstance(config, dict):
-        raise ValueError(
-            f"checkpoint config {file} must hold a JSON object, got {type(config).__name__}"
-        )
-    return config
+        raise ValueError(f"{what} {file} is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} {file} must hold a JSON object, got {type(data).__name__}")
+    return data
 
 
 def load_state_file(file: str | Path, device: str | torch.device = "cpu") -> dict[str, Tensor]:

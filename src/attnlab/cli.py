@@ -1,5 +1,10 @@
 """The ``attnlab`` command. Subcommands import their heavy modules lazily so ``--help`` is fast.
 
+Every subcommand takes ``--threads N`` (default: ``$OMP_NUM_THREADS``, else every core) and
+``--debug`` (show the traceback of an error instead of its one line; also ``ATTNLAB_DEBUG=1``).
+Errors print one line, ``attnlab COMMAND: error: ...``, and exit 2; Ctrl-C exits 130 and
+SIGTERM 143 (a training run saves a resumable checkpoint first).
+
     attnlab train --config configs/multi30k_de_en.toml [key=value ...]
     attnlab translate CHECKPOINT [--beam 5] < in.txt > out.txt
     attnlab evaluate CHECKPOINT [--split test_2016_flickr]
@@ -12,11 +17,47 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
 from attnlab import __version__
 from attnlab.runtime import keep_freed_memory
+
+
+def _at_least(kind: type, low: float) -> Callable[[str], float]:
+    """An argparse type: a ``kind`` number ``>= low`` (the error names the bound)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {kind.__name__}, got {text!r}") from None
+        if not value >= low:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text}")
+        return value
+
+    return parse
+
+
+def _top_p(text: str) -> float:
+    value = _at_least(float, 0.0)(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+POSITIVE, NON_NEGATIVE_FLOAT = _at_least(int, 1), _at_least(float, 0.0)
+
+
+def _common_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=POSITIVE, default=None,
+                   help="CPU threads for torch (default: $OMP_NUM_THREADS, else every core)")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error")
+
+
+def _device_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 or mps (default: cpu)")
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -28,24 +69,25 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     _device_arg(p)
 
 
-def _device_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 or mps (default: cpu)")
+def _decoding_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=POSITIVE, default=5, help="beam size; 1 = greedy (default 5)")
+    p.add_argument("--length-penalty", type=NON_NEGATIVE_FLOAT, default=0.6, help="GNMT length penalty alpha")
 
 
 def _translate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory of a translation model")
-    p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
-    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
-    p.add_argument("--max-len", type=int, default=None, help="longest output in tokens")
+    _decoding_args(p)
+    p.add_argument("--batch-size", type=POSITIVE, default=64, help="sentences decoded together")
+    p.add_argument("--max-len", type=POSITIVE, default=None, help="longest output in tokens")
+    p.add_argument("--errors", choices=("strict", "replace"), default="strict",
+                   help="stdin bytes that are not UTF-8: stop naming the line (strict) or replace them")
     _device_arg(p)
 
 
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory (translation or language model)")
     p.add_argument("--split", default=None, help="data split (default: test_2016_flickr / val)")
-    p.add_argument("--beam", type=int, default=5, help="beam size for translation (default 5)")
-    p.add_argument("--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha")
+    _decoding_args(p)
     p.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
     _device_arg(p)
 
@@ -54,9 +96,9 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory of a GPT")
     p.add_argument("--prompt", default="\n", help="text to continue")
     p.add_argument("--max-new-tokens", type=int, default=500)
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=200)
-    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--temperature", type=NON_NEGATIVE_FLOAT, default=0.8, help="0 = greedy")
+    p.add_argument("--top-k", type=POSITIVE, default=200)
+    p.add_argument("--top-p", type=_top_p, default=None)
     p.add_argument("--seed", type=int, default=None)
     _device_arg(p)
 
@@ -69,7 +111,6 @@ def _finetune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="directory for the runs and report.json")
     p.add_argument("--data-dir", default=None, help="corpora directory (default $ATTNLAB_DATA)")
     p.add_argument("--sword-dir", default=None, help="SWORD library (default $SWORD_PATH, /usr/share/sword)")
-    p.add_argument("--no-install", action="store_true", help="never apt-get install sword-text-kjv")
 
 
 def _plot_args(p: argparse.ArgumentParser) -> None:
@@ -114,7 +155,17 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_target=target)
         add_args(p)
+        _common_args(p)
     return parser
+
+
+def describe_error(err: BaseException) -> str:
+    """One line for an error a user can act on: the message, or for an OS error the file."""
+    if isinstance(err, OSError) and not isinstance(err, FileNotFoundError) and err.filename:
+        return f"{err.strerror or err}: {err.filename}"
+    if isinstance(err, UnicodeDecodeError):
+        return f"text is not valid UTF-8 ({err.reason} at byte {err.start})"
+    return str(err) or type(err).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -123,12 +174,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    keep_freed_memory()  # glibc: reuse freed activations instead of page-faulting them in again
+    from attnlab.runtime import set_threads
+    from attnlab.signals import exit_code, signal_of, terminate_as_interrupt
+
+    debug = args.debug or os.environ.get("ATTNLAB_DEBUG", "") not in ("", "0")
+    where = f"attnlab {args.command}"
     try:
-        result = _load(args._target)(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"attnlab {args.command}: error: {err}", file=sys.stderr)
+        set_threads(args.threads)
+        keep_freed_memory()  # glibc: reuse freed activations instead of page-faulting them in again
+        with terminate_as_interrupt():
+            result = _load(args._target)(args)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM
+        signum = signal_of(interrupt)
+        print(f"{where}: interrupted by {'SIGTERM' if signum == 15 else 'SIGINT'}", file=sys.stderr)
+        return exit_code(signum)
+    except (ValueError, OSError, EOFError) as err:  # bad input, files, disks
+        if debug:
+            raise
+        print(f"{where}: error: {describe_error(err)}", file=sys.stderr)
         return 2
+    except Exception as err:  # a defect in attnlab: one line, the traceback with --debug
+        if debug:
+            raise
+        print(f"{where}: internal error: {type(err).__name__}: {err} (rerun with --debug for the "
+              f"traceback, and please report it)", file=sys.stderr)
+        return 1
     return int(result or 0)
 
 

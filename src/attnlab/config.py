@@ -173,8 +173,8 @@ def load_toml(path: str | Path, overrides: Sequence[str] | None = None) -> dict[
     try:
         with path.open("rb") as f:
             data = tomllib.load(f)
-    except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"config file {path} is not valid TOML: {err}") from err
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"config file {path} is not valid TOML: {err}") from None
     return apply_overrides(data, overrides)
 
 

@@ -1,4 +1,9 @@
-"""Process settings for fast CPU training.
+"""Process settings for fast CPU training: how many threads, and glibc's memory reuse.
+
+:func:`set_threads` gives torch its intra- and inter-op thread counts once, at the start of a
+command (``attnlab --threads N``). Without ``--threads`` it takes ``$OMP_NUM_THREADS`` when that
+is set (so ``OMP_NUM_THREADS=1 attnlab train ...`` keeps working on a busy machine) and
+otherwise every core this process may run on; ``--threads`` wins over ``$OMP_NUM_THREADS``.
 
 glibc's ``malloc`` hands every block above 128 KiB straight back to the kernel when it is
 freed, so each training step maps its large activations afresh and pays a page fault per
@@ -14,9 +19,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 
-__all__ = ["keep_freed_memory"]
+__all__ = ["keep_freed_memory", "set_threads"]
 
 # mallopt parameter numbers from glibc's <malloc.h>
 _M_TRIM_THRESHOLD = -1
@@ -49,3 +55,30 @@ def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 256 << 20) -
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     settings = [(_M_MMAP_THRESHOLD, mmap_threshold), (_M_TRIM_THRESHOLD, 2**31 - 1), (_M_TOP_PAD, top_pad)]
     return all(mallopt(param, min(value, 2**31 - 1)) == 1 for param, value in settings)
+
+
+def set_threads(threads: int | None = None) -> int:
+    """Give torch ``threads`` intra-op and inter-op threads (see the module docstring for the
+    default) and return the number set."""
+    import torch
+
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    n = threads or _env_threads() or _available_cores()
+    torch.set_num_threads(n)
+    try:
+        torch.set_num_interop_threads(n)
+    except RuntimeError:  # torch sets it once, before any parallel work; keep the first value
+        pass
+    return n
+
+
+def _available_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _env_threads() -> int | None:
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None

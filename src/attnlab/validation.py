@@ -7,6 +7,7 @@ Every error names the argument, what was expected and what was given, e.g.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -68,10 +69,12 @@ def check_floating(name: str, x: Tensor) -> None:
 
 
 def check_positive(name: str, value: float | int, *, allow_zero: bool = False) -> None:
+    """``value > 0`` (``>= 0`` with ``allow_zero``) and finite: no nan, no inf."""
     ok = value >= 0 if allow_zero else value > 0
-    if not ok:
+    if not ok or (isinstance(value, float) and not math.isfinite(value)):
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be {bound}, got {value}")
+        raise ValueError(f"{name} must be a finite number {bound}, got {value}" if ok else
+                         f"{name} must be {bound}, got {value}")
 
 
 def check_probability(name: str, p: float) -> None:

@@ -2,8 +2,9 @@
 
 One convention everywhere (docs/design.md): a **boolean** mask is ``True`` where attention is
 *allowed*, and broadcasts to the weights' shape ``(B, H, n_q, n_k)``. A **float** mask is
-additive — 0 where allowed, ``-inf`` where blocked — exactly the matrix ``M`` of Li (Transformer Part I)
-("Attention Masks"): ``softmax((QKᵀ + M) / ...)`` with ``M_ij = 0`` or ``-∞``.
+additive — 0 where allowed, ``-inf`` where blocked — exactly the matrix ``M`` of Li
+(Transformer Part I), "Attention Masks": ``softmax(QKᵀ / √d_k + M)`` with ``M_ij = 0`` or ``-∞``
+(added after the scaling, as the decks write it; the scaling cannot change 0 or ``-∞``).
 
 PyTorch uses the opposite polarity in ``nn.MultiheadAttention`` (``key_padding_mask`` and
 boolean ``attn_mask`` are ``True`` = *blocked*); :func:`from_key_padding_mask` and

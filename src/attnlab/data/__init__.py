@@ -63,12 +63,12 @@ from attnlab.data.classification import (  # noqa: E402
     load_shakespeare_vs_kjv,
     shakespeare_vs_kjv,
 )
-from attnlab.data.kjv import ensure_kjv, load_kjv_verses  # noqa: E402
+from attnlab.data.kjv import find_kjv_module, load_kjv_verses  # noqa: E402
 
 __all__ += [
     "ShakespeareKJVConfig",
     "TextClassificationData",
-    "ensure_kjv",
+    "find_kjv_module",
     "load_kjv_verses",
     "load_shakespeare_vs_kjv",
     "shakespeare_vs_kjv",

@@ -194,12 +194,11 @@ def load_shakespeare_vs_kjv(
     chars: Collection[str] | None = None,
     data_dir: str | None = None,
     sword_dir: str | None = None,
-    install: bool = False,
 ) -> TextClassificationData:
     """:func:`shakespeare_vs_kjv` on tinyshakespeare (``data_dir`` / ``$ATTNLAB_DATA``) and the
-    installed KJV (``install=True`` installs ``sword-text-kjv`` when missing, as root)."""
+    installed KJV (``make data-kjv`` installs it)."""
     text = load_tinyshakespeare(data_dir)
-    verses = load_kjv_verses(sword_dir, install=install)
+    verses = load_kjv_verses(sword_dir)
     return shakespeare_vs_kjv(text, verses, config, chars=chars)
 
 

@@ -2,9 +2,9 @@
 
 Ba (CSC413 Lecture 8) ("Transformer Language Pre-training") fine-tunes a pretrained language model on a
 downstream task; attnlab's small real task tells Shakespeare lines from KJV verses
-(:mod:`attnlab.data.classification`). The verses come from the SWORD module that
-``apt-get install sword-text-kjv`` puts under ``/usr/share/sword`` — read here directly,
-no SWORD library needed.
+(:mod:`attnlab.data.classification`). The verses come from the SWORD module of Debian's
+``sword-text-kjv`` package, under ``/usr/share/sword`` — read here directly, no SWORD library
+needed. attnlab never installs it: ``make data-kjv`` does, as an explicit step (as root).
 
 Where: the ``sword_dir`` argument, else ``$SWORD_PATH`` (SWORD's own variable), else
 ``/usr/share/sword``. The module is found through its ``mods.d/*.conf`` file
@@ -29,15 +29,13 @@ from __future__ import annotations
 import html
 import os
 import re
-import shutil
 import struct
-import subprocess
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 KJV_PACKAGE = "sword-text-kjv"
-INSTALL_COMMAND = f"apt-get install -y {KJV_PACKAGE}"
+INSTALL_COMMAND = "make data-kjv"  # installs Debian's sword-text-kjv (as root)
 SWORD_ENV = "SWORD_PATH"
 DEFAULT_SWORD_DIR = Path("/usr/share/sword")
 KJV_VERSES = 31102  # verses in the KJV versification
@@ -76,7 +74,7 @@ def _read_conf(path: Path) -> dict[str, str]:
 def _missing(where: Path, why: str) -> FileNotFoundError:
     return FileNotFoundError(
         f"King James Bible not found: {why} (looked in {where}; set ${SWORD_ENV} or pass "
-        f"sword_dir to look elsewhere). Install it with: {INSTALL_COMMAND}"
+        f"sword_dir to look elsewhere). Install Debian's {KJV_PACKAGE} once with: {INSTALL_COMMAND}"
     )
 
 
@@ -141,58 +139,15 @@ def osis_to_text(osis: str) -> str:
     return " ".join(text.split())
 
 
-def load_kjv_verses(
-    sword_dir: str | os.PathLike[str] | None = None, *, install: bool = False
-) -> list[str]:
+def load_kjv_verses(sword_dir: str | os.PathLike[str] | None = None) -> list[str]:
     """The 31,102 verses of the King James Bible as plain text, Genesis 1:1 first.
 
-    With ``install=True`` a missing module is installed first (:func:`ensure_kjv`).
-
     Raises:
-        FileNotFoundError: the module is missing; the message gives ``apt-get install -y
-            sword-text-kjv``.
+        FileNotFoundError: the module is missing; the message says how to install it
+            (``make data-kjv``).
     """
-    module = ensure_kjv(sword_dir) if install else find_kjv_module(sword_dir)
+    module = find_kjv_module(sword_dir)
     verses = [text for text in map(osis_to_text, read_ztext(module)) if text]
     if not verses:
         raise ValueError(f"KJV module {module} holds no verse text")
     return verses
-
-
-def can_install() -> bool:
-    """Whether :func:`ensure_kjv` can install packages here: root and ``apt-get`` present."""
-    return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get") is not None
-
-
-def _apt(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    return subprocess.run(["apt-get", *args], env=env, capture_output=True, text=True, check=False)
-
-
-def ensure_kjv(sword_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The KJV module directory, installing ``sword-text-kjv`` with ``apt-get`` if it is missing.
-
-    Installs only when running as root with ``apt-get`` available (the fine-tuning recipe's
-    setup); otherwise the error says which command to run. A failed install is retried once
-    after ``apt-get update`` (a fresh machine has no package lists). The package installs
-    into ``/usr/share/sword``; a different ``sword_dir`` is searched again afterwards as given.
-
-    Raises:
-        FileNotFoundError: missing and cannot be installed here (message: the command to run).
-        RuntimeError: ``apt-get`` ran and failed (message: its last output lines).
-    """
-    try:
-        return find_kjv_module(sword_dir)
-    except FileNotFoundError as err:
-        if not can_install():
-            raise FileNotFoundError(f"{err} (as root; attnlab cannot install it here)") from None
-    result = _apt("install", "-y", "--no-install-recommends", KJV_PACKAGE)
-    if result.returncode != 0:
-        _apt("update")
-        result = _apt("install", "-y", "--no-install-recommends", KJV_PACKAGE)
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-5:])
-        raise RuntimeError(
-            f"{INSTALL_COMMAND} failed with exit status {result.returncode}:\n{tail}"
-        )
-    return find_kjv_module(sword_dir)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from attnlab.data.corpora import PathLike, ensure_file, read_parallel
 from attnlab.data.corpora import data_dir as _resolve_data_dir
+from attnlab.validation import check_choice
 
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 URL_ENV = "ATTNLAB_MULTI30K_URL"
@@ -40,11 +41,6 @@ SHA256 = {
 }
 
 
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-
-
 def multi30k_file(
     split: str,
     lang: str,
@@ -54,8 +50,8 @@ def multi30k_file(
     base_url: str | None = None,
 ) -> Path:
     """Path of ``{split}.{lang}.gz``, downloading it first when missing and ``download``."""
-    _check_choice("split", split, SPLITS)
-    _check_choice("lang", lang, LANGUAGES)
+    check_choice("split", split, SPLITS)
+    check_choice("lang", lang, LANGUAGES)
     name = f"{split}.{lang}.gz"
     base = base_url or os.environ.get(URL_ENV) or BASE_URL
     path = _resolve_data_dir(data_dir) / "multi30k" / name

@@ -203,12 +203,17 @@ AnyTokenizer = Tokenizer | CharTokenizer
 
 
 def load_tokenizer(directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> AnyTokenizer:
-    """Load ``directory/name`` as whichever tokenizer wrote it."""
+    """Load ``directory/name`` as whichever tokenizer wrote it; a file that is not a tokenizer
+    raises ``ValueError`` naming it."""
     path = Path(directory) / name
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer file {path} not found")
-    kind = json.loads(path.read_text(encoding="utf-8")).get("type")
-    return (CharTokenizer if kind == CHAR_FORMAT else Tokenizer).load(directory, name)
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        kind = state.get("type") if isinstance(state, dict) else None
+        return (CharTokenizer if kind == CHAR_FORMAT else Tokenizer).load(directory, name)
+    except Exception as err:  # JSON, UTF-8 or Hugging Face's own (untyped) parse errors
+        raise ValueError(f"tokenizer file {path} is not a valid tokenizer: {err}") from None
 
 
 def train_bpe(

@@ -31,13 +31,21 @@ def stop_set(stop_tokens: int | Iterable[int] | None) -> set[int]:
     return ids
 
 
+OnToken = Callable[[int, int], None]  # (original row, new token id)
+
+
 def decode_rows(
-    state, choose: Callable[[Tensor], Tensor], max_new_tokens: int, stop: set[int]
+    state,
+    choose: Callable[[Tensor], Tensor],
+    max_new_tokens: int,
+    stop: set[int],
+    on_token: OnToken | None = None,
 ) -> list[list[int]]:
     """Run ``state`` for up to ``max_new_tokens`` steps, picking tokens with ``choose``.
 
     ``choose`` maps next-token logits ``(R, V)`` to token ids ``(R,)``. A row ends when it picks
-    a token in ``stop`` (not included in its output) and leaves the batch. Returns the new
+    a token in ``stop`` (not included in its output) and leaves the batch. ``on_token(row,
+    token)`` is called with each new token as it is chosen (streaming output). Returns the new
     tokens of each original row.
     """
     rows = torch.arange(len(state))  # original row of each state row
@@ -48,6 +56,8 @@ def decode_rows(
         for row, token, done in zip(rows.tolist(), tokens.tolist(), stopped.tolist(), strict=True):
             if not done:
                 out[row].append(token)
+                if on_token is not None:
+                    on_token(row, token)
         if stopped.all():
             break
         if stopped.any():

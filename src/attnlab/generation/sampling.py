@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.devices import model_device
-from attnlab.generation.greedy import decode_rows, stop_set
+from attnlab.generation.greedy import OnToken, decode_rows, stop_set
 from attnlab.generation.state import (
     DecoderOnlyState,
     as_prompt,
@@ -108,6 +108,7 @@ def sample(
     use_cache: bool = True,
     stop_tokens: int | Iterable[int] | None = None,
     window_keep: int | None = None,
+    on_token: OnToken | None = None,
 ) -> list[list[int]]:
     """Sample up to ``max_new_tokens`` tokens after ``prompt`` from a decoder-only model.
 
@@ -126,6 +127,8 @@ def sample(
         stop_tokens: one id or several; a row ends at the first one it draws.
         window_keep: tokens kept when the context outgrows ``block_size`` (default
             ``block_size // 2``; the sliding window of :mod:`attnlab.generation.state`).
+        on_token: called as ``on_token(row, token)`` with each token as it is drawn, to stream
+            the output.
 
     Returns ``B`` lists of new token ids (the prompt and the stop token not included).
     Rows share one generator, so a row's draws depend on the batch it is in.
@@ -148,4 +151,4 @@ def sample(
                 logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator
             )
 
-        return decode_rows(state, choose, max_new_tokens, stop)
+        return decode_rows(state, choose, max_new_tokens, stop, on_token)

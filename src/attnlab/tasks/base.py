@@ -17,6 +17,7 @@ evaluate CKPT`` by the checkpoint's ``model_type`` (:attr:`Task.model_types`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from abc import ABC, abstractmethod
@@ -30,9 +31,11 @@ from torch import Tensor, nn
 
 from attnlab.checkpoint import ExtraFiles, load_config
 from attnlab.devices import resolve_device
+from attnlab.signals import reraise
 from attnlab.tasks.recipe import RECIPE_FILE, Recipe
 from attnlab.training import Trainer, TrainResult, build_optimizer
 from attnlab.training.distributed import get_rank
+from attnlab.training.run_dir import RunLock
 
 TASKS: dict[str, type[Task]] = {}
 """Every registered task class by its recipe's ``task = "..."`` name."""
@@ -117,6 +120,17 @@ class Task(ABC):
         """The lines ``attnlab evaluate`` prints for :meth:`evaluate`'s scores."""
 
 
+def run_header(task: Task) -> str:
+    """The first line of a run: versions, threads, device, run directory (what the numbers
+    that follow depend on)."""
+    from attnlab import __version__
+
+    return (
+        f"attnlab {__version__} · torch {torch.__version__} · {torch.get_num_threads()} threads · "
+        f"device {task.device} · task {task.recipe.task} · run {task.run_dir}"
+    )
+
+
 def register_task(cls: T) -> T:
     """Class decorator: make ``cls`` the task of recipes with ``task = cls.recipe_class.task_name``."""
     name = cls.recipe_class.task_name
@@ -154,24 +168,32 @@ def train(
     data_dir: str | None = None,
     device: str | torch.device = "cpu",
 ) -> Path:
-    """Train the task a recipe dict names (see the module docstring); returns ``run_dir``."""
+    """Train the task a recipe dict names (see the module docstring); returns ``run_dir``.
+
+    The run directory is locked from before the data is read to after the report. A run
+    interrupted by Ctrl-C or SIGTERM saves a resumable checkpoint and re-raises the
+    interruption instead of going on to the report (:mod:`attnlab.signals`)."""
     if "task" not in recipe:
         raise ValueError('a recipe must name its task at the top level, e.g. task = "translation"')
     cls = task_class(recipe["task"])
     parsed = cls.recipe_class.from_dict(recipe)
     task = cls(parsed, run_dir, data_dir=data_dir, device=device)
     resume_dir = None if resume is None else Path(resume)
-    task.prepare(resume_dir)
-    torch.manual_seed(parsed.train.seed)
-    model = task.build_model().to(task.device)
-    print(task.describe(model), flush=True)
-    optimizer, scheduler = build_optimizer(parsed.optim, model, max_steps=parsed.train.max_steps)
-    config = dataclasses.replace(parsed.train, run_dir=str(task.run_dir))
-    trainer = Trainer(
-        model, optimizer, task.loss, task.train_data(), config,
-        scheduler=scheduler, eval_fn=task.validate, files=task.checkpoint_files(),
-    )
-    result = trainer.fit(resume_from=resume_dir)
-    if get_rank() == 0:  # under torchrun, rank 0 alone reports
-        task.report(model, result)
+    with RunLock(task.run_dir) if get_rank() == 0 else contextlib.nullcontext():
+        print(run_header(task), flush=True)
+        task.prepare(resume_dir)
+        torch.manual_seed(parsed.train.seed)
+        model = task.build_model().to(task.device)
+        print(task.describe(model), flush=True)
+        optimizer, scheduler = build_optimizer(parsed.optim, model, max_steps=parsed.train.max_steps)
+        config = dataclasses.replace(parsed.train, run_dir=str(task.run_dir))
+        trainer = Trainer(
+            model, optimizer, task.loss, task.train_data(), config,
+            scheduler=scheduler, eval_fn=task.validate, files=task.checkpoint_files(),
+        )
+        result = trainer.fit(resume_from=resume_dir)
+        if result.stopped == "interrupted":
+            reraise(result.signal)
+        if get_rank() == 0:  # under torchrun, rank 0 alone reports
+            task.report(model, result)
     return task.run_dir

@@ -18,8 +18,8 @@ test accuracy, the trivial length-only baseline and chance.
     attnlab finetune --checkpoint runs/shakespeare_char/best \
         --config configs/shakespeare_vs_kjv.toml [key=value ...] [--out runs/kjv]
 
-The KJV comes from Debian's ``sword-text-kjv``; this command installs it when it is missing
-and it runs as root with ``apt-get``, and otherwise says which command to run.
+The KJV comes from Debian's ``sword-text-kjv``, which ``make data-kjv`` installs once (as root);
+without it the command says so and stops before any training.
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ from attnlab.data.classification import (
 from attnlab.data.tokenizers import TOKENIZER_FILE, CharTokenizer, load_tokenizer
 from attnlab.devices import model_device, to_device
 from attnlab.models import GPTClassifierConfig, GPTForSequenceClassification
+from attnlab.models.classifier import POOLINGS
+from attnlab.signals import reraise
 from attnlab.training import OptimConfig, TrainConfig, Trainer, build_optimizer
+from attnlab.validation import check_choice, check_positive, check_probability
 
 Encoded = tuple[list[list[int]], Tensor]  # token ids per example, labels (N,)
 ARMS = ("pretrained", "scratch")
@@ -81,8 +84,11 @@ class FinetuneConfig(Config):
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if not 0 <= self.warmup < self.steps:
             raise ValueError(f"warmup must be in [0, steps={self.steps}), got {self.warmup}")
-        if self.lm_weight < 0:
-            raise ValueError(f"lm_weight must be >= 0, got {self.lm_weight}")
+        for name in ("lm_weight", "weight_decay", "min_lr", "eval_every"):
+            check_positive(name, getattr(self, name), allow_zero=True)
+        check_positive("clip_norm", self.clip_norm)
+        check_probability("dropout", self.dropout)
+        check_choice("pooling", self.pooling, POOLINGS)
 
 
 @dataclass
@@ -163,6 +169,8 @@ def finetune(
     )
     start = time.perf_counter()
     result = trainer.fit()
+    if result.stopped == "interrupted":  # saved (with run_dir); stop here, not at the next arm
+        reraise(result.signal)
     losses = [h["loss"] for h in result.history[-20:]]
     return {
         "val_accuracy": result.last_eval.get("val_accuracy"),
@@ -190,7 +198,6 @@ def run_finetune(
     data: TextClassificationData | None = None,
     data_dir: str | None = None,
     sword_dir: str | None = None,
-    install: bool = False,
     out_dir: str | Path | None = None,
     progress: bool = False,
     log: Callable[[str], None] = print,
@@ -198,8 +205,7 @@ def run_finetune(
     """Fine-tune ``checkpoint`` (a ``"gpt"`` checkpoint with its ``tokenizer.json``) and train
     the same architecture from scratch on Shakespeare-vs-KJV (or ``data``); return the report.
 
-    ``install=True`` installs ``sword-text-kjv`` when missing (as root with apt-get). With
-    ``out_dir``, each arm's run goes to ``out_dir/<arm>`` and the report to
+    With ``out_dir``, each arm's run goes to ``out_dir/<arm>`` and the report to
     ``out_dir/report.json``.
 
     Raises:
@@ -215,7 +221,7 @@ def run_finetune(
     chars = tokenizer.chars if isinstance(tokenizer, CharTokenizer) else None
     if data is None:
         data = load_shakespeare_vs_kjv(
-            recipe.data, chars=chars, data_dir=data_dir, sword_dir=sword_dir, install=install
+            recipe.data, chars=chars, data_dir=data_dir, sword_dir=sword_dir
         )
     log(f"data: {data.describe()}")
     encoded = _encode(data, tokenizer, pretrained.config.gpt.block_size)
@@ -261,6 +267,6 @@ def cli(args: argparse.Namespace) -> int:
         recipe = FinetuneRecipe.from_dict(apply_overrides({}, args.overrides))
     run_finetune(  # a missing corpus / KJV raises FileNotFoundError saying how to get it
         args.checkpoint, recipe, data_dir=args.data_dir, sword_dir=args.sword_dir,
-        install=not args.no_install, out_dir=args.out, progress=True,
+        out_dir=args.out, progress=True,
     )
     return 0

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.checkpoint import ExtraFiles, load_config, resolve_resume
+from attnlab.checkpoint import ExtraFiles, load_config, read_json_object, resolve_resume
 from attnlab.config import from_dict
 from attnlab.data import CharTokenizer, LMDataset, Tokenizer, load_tinyshakespeare, load_tokenizer
 from attnlab.data.tokenizers import SPECIAL_TOKENS, AnyTokenizer
@@ -87,13 +88,21 @@ class LMOptim(OptimConfig):
 
 @dataclass
 class LMEval:
-    """``[eval]``: random validation windows per periodic evaluation; sample length."""
+    """``[eval]``: random validation windows per periodic evaluation; the sample (its length in
+    tokens, seed, temperature and top-k) written to ``results.json``."""
 
     eval_iters: int = 20
     sample_chars: int = 300
     sample_seed: int = 0
     temperature: float = 0.8
     top_k: int | None = 200
+
+    def __post_init__(self) -> None:
+        check_positive("eval.eval_iters", self.eval_iters)
+        check_positive("eval.sample_chars", self.sample_chars)
+        check_positive("eval.temperature", self.temperature, allow_zero=True)
+        if self.top_k is not None:
+            check_positive("eval.top_k", self.top_k)
 
 
 @dataclass
@@ -198,27 +207,55 @@ def generate_text(
     top_k: int | None = 200,
     top_p: float | None = None,
     seed: int | None = None,
+    write: Callable[[str], object] | None = None,
 ) -> str:
-    """The continuation (without the prompt) of ``max_new_tokens`` tokens, KV-cached."""
+    """The continuation (without the prompt) of ``max_new_tokens`` tokens, KV-cached; with
+    ``write``, each piece of text is also passed to it as soon as it is decoded (streaming)."""
     if not isinstance(prompt, str) or not prompt:
         raise ValueError(f"prompt must be non-empty text, got {prompt!r}")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as err:  # undecodable bytes on the command line
+        raise ValueError(f"prompt is not valid UTF-8 (undecodable byte at character {err.start})") from None
     if max_new_tokens <= 0:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     try:
         ids = tokenizer.encode(prompt)
     except ValueError as err:  # names the characters outside the vocabulary
         raise ValueError(f"prompt cannot be encoded: {err}") from None
+    stream = TextStream(tokenizer, write) if write is not None else None
     new = sample(
-        _NoSpecials(model),
-        ids,
-        max_new_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        seed=seed,
-        use_cache=True,
+        _NoSpecials(model), ids, max_new_tokens,
+        temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, use_cache=True,
+        on_token=stream,
     )[0]
-    return tokenizer.decode(new)
+    text = tokenizer.decode(new)
+    if stream is not None:
+        stream.finish(text)
+    return text
+
+
+class TextStream:
+    """``on_token`` for :func:`~attnlab.generation.sample`: decodes the tokens drawn so far and
+    writes the new text. A byte-level BPE token may end inside a character (decoded as U+FFFD),
+    so a trailing U+FFFD is held back until the next token completes it."""
+
+    def __init__(self, tokenizer: AnyTokenizer, write: Callable[[str], object]) -> None:
+        self.tokenizer, self.write, self.ids, self.sent = tokenizer, write, [], 0
+
+    def __call__(self, row: int, token: int) -> None:
+        self.ids.append(token)
+        stable = self.tokenizer.decode(self.ids).rstrip("\ufffd")
+        self._emit(stable)
+
+    def finish(self, text: str) -> None:
+        """Write what is still held back of the whole ``text``."""
+        self._emit(text)
+
+    def _emit(self, text: str) -> None:
+        if len(text) > self.sent:
+            self.write(text[self.sent :])
+            self.sent = len(text)
 
 
 # ----------------------------------------------------------------------------- the task
@@ -243,6 +280,12 @@ class LanguageModelTask(Task):
             self.tokenizer = build_tokenizer(d, text, train_text)
         self.tokenizer_file = self.tokenizer.save(self.run_dir)
         self.train_ids, self.val_ids = encode(self.tokenizer, train_text), encode(self.tokenizer, val_text)
+        for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
+            if ids.numel() < d.block_size + 1:
+                raise ValueError(
+                    f"the {name} text has {ids.numel()} tokens, fewer than data.block_size + 1 = "
+                    f"{d.block_size + 1}: lower data.block_size or change data.train_fraction"
+                )
         windows = LMDataset(self.val_ids, d.block_size, seed=d.seed)
         self.eval_batches = [windows.get_batch(d.batch_size) for _ in range(self.recipe.eval.eval_iters)]
 
@@ -321,15 +364,23 @@ def _checkpoint_data(checkpoint: Path) -> LMData:
     file = checkpoint / RECIPE_FILE
     if not file.is_file():
         return LMData()
-    return from_dict(LMData, json.loads(file.read_text()).get("data", {}), where="[data]")
+    return from_dict(LMData, read_json_object(file, "recipe").get("data", {}), where="[data]")
 
 
 def generate_cli(args: argparse.Namespace) -> int:
-    """``attnlab generate CHECKPOINT --prompt ...``: print the prompt and its continuation."""
+    """``attnlab generate CHECKPOINT --prompt ...``: print the prompt and its continuation,
+    streamed as it is drawn (Ctrl-C keeps what was printed)."""
     model, tokenizer = load_lm(args.checkpoint, device=args.device)
-    text = generate_text(
+    shown = [args.prompt]  # the prompt goes out with the first piece, once the prompt is known good
+
+    def write(text: str) -> None:
+        sys.stdout.write("".join(shown) + text)
+        sys.stdout.flush()
+        shown.clear()
+
+    generate_text(
         model, tokenizer, args.prompt, args.max_new_tokens,
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed, write=write,
     )
-    print(args.prompt + text, flush=True)
+    write("\n")
     return 0

@@ -110,6 +110,7 @@ class Recipe:
         else:
             model = ModelTable(cls.model_config_class, raw.get("model", {}), cls.model_stand_ins(tables))
             recipe = cls(task=cls.task_name, model=model, **tables)
+        recipe.optim.check_steps(recipe.train.max_steps)
         recipe.check()
         return recipe
 

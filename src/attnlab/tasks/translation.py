@@ -40,7 +40,7 @@ from attnlab.evaluation import bleu, chrf
 from attnlab.models import Transformer
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
 from attnlab.tasks.translation_recipe import DecodeConfig, TranslationRecipe
-from attnlab.tasks.translator import Translator, translate
+from attnlab.tasks.translator import Translator, read_chunks, translate
 from attnlab.training import TrainResult, average_checkpoints, label_smoothed_cross_entropy, last_checkpoints
 from attnlab.training.losses import mean_loss
 
@@ -75,7 +75,7 @@ class TranslationTask(Task):
     def prepare(self, resume: Path | None) -> None:
         """Pairs, tokenizers (learned here unless resuming) and datasets."""
         self.start = time.perf_counter()
-        d = self.recipe.data
+        d, ev = self.recipe.data, self.recipe.eval
         print(f"loading Multi30k {d.src_lang}-{d.tgt_lang} ...", flush=True)
         train_pairs = _limit(load_multi30k("train", d.src_lang, d.tgt_lang, self.data_dir), d.train_limit)
         self.val_pairs = load_multi30k("val", d.src_lang, d.tgt_lang, self.data_dir)
@@ -88,10 +88,35 @@ class TranslationTask(Task):
         self.src_tok, self.tgt_tok = src_tok, tgt_tok
         self.train_set = TranslationDataset.from_pairs(train_pairs, src_tok, tgt_tok, max_len=d.max_len)
         self.val_set = TranslationDataset.from_pairs(self.val_pairs, src_tok, tgt_tok)
+        test_pairs = load_multi30k(ev.test_split, d.src_lang, d.tgt_lang, self.data_dir)
+        self.test_pairs = _limit(test_pairs, ev.test_limit)
+        self._check_lengths(src_tok.encode_batch([s for s, _ in self.test_pairs]))
         self.tokenizer_files = save_tokenizers(self.run_dir / "tokenizer", src_tok, tgt_tok)
         self.sampler = TokenBatchSampler(self.train_set.lengths, d.max_tokens, seed=d.seed)
         val_sampler = TokenBatchSampler(self.val_set.lengths, d.max_tokens, shuffle=False)
         self.val_loader = self._loader(self.val_set, val_sampler)
+
+    def _check_lengths(self, test_sources: list[list[int]]) -> None:
+        """Learned positions cannot extrapolate: every training, validation and test sentence
+        (in subwords; a target counts its ``<bos>``) must fit ``model.max_len`` — checked before
+        the first step, not at the first evaluation."""
+        model = self.recipe.model
+        if model.positional != "learned":
+            return
+        sides = {
+            "training source": self.train_set.src, "training target": self.train_set.tgt,
+            "validation source": self.val_set.src, "validation target": self.val_set.tgt,
+            "test source": test_sources,
+        }
+        for what, rows in sides.items():
+            extra = 1 if what.endswith("target") else 0
+            longest = max((len(r) + extra for r in rows), default=0)
+            if longest > model.max_len:
+                raise ValueError(
+                    f"model.max_len={model.max_len} is shorter than the longest {what} ({longest} "
+                    f"subwords) and learned positions cannot extrapolate: raise model.max_len, "
+                    f"lower data.max_len, or use positional = \"sinusoidal\""
+                )
 
     @staticmethod
     def _loader(data: TranslationDataset, sampler: TokenBatchSampler) -> torch.utils.data.DataLoader:
@@ -148,8 +173,7 @@ class TranslationTask(Task):
         return self._report_test(Translator(model, self.src_tok, self.tgt_tok), final)
 
     def _report_test(self, translator: Translator, final: Path) -> dict[str, Any]:
-        d, ev = self.recipe.data, self.recipe.eval
-        pairs = _limit(load_multi30k(ev.test_split, d.src_lang, d.tgt_lang, self.data_dir), ev.test_limit)
+        d, ev, pairs = self.recipe.data, self.recipe.eval, self.test_pairs
         print(f"decoding {len(pairs)} {ev.test_split} sentences (beam {ev.beam_size}) ...", flush=True)
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
         hyps = translator.translate(sources, _decoding(ev))
@@ -219,13 +243,15 @@ def checkpoint_decoding(recipe: Mapping[str, Any]) -> DecodeConfig:
 
 
 def translate_cli(args: argparse.Namespace) -> int:
-    """``attnlab translate CHECKPOINT``: stdin lines → stdout translations, one per line."""
+    """``attnlab translate CHECKPOINT``: stdin lines → stdout translations, one per line, written
+    (and flushed) chunk by chunk as they are decoded, so Ctrl-C keeps every finished line."""
     translator, recipe = Translator.load(args.checkpoint, device=args.device)
     decoding = dataclasses.replace(
         checkpoint_decoding(recipe), beam_size=args.beam, length_penalty=args.length_penalty,
         batch_size=args.batch_size, max_len=args.max_len,
     )
-    for line in translator.translate(sys.stdin.read().splitlines(), decoding):
-        sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    stdin = getattr(sys.stdin, "buffer", sys.stdin)  # bytes, so undecodable input is named
+    for chunk in read_chunks(stdin, 8 * decoding.batch_size, errors=args.errors):
+        sys.stdout.write("".join(line + "\n" for line in translator.translate(chunk, decoding)))
+        sys.stdout.flush()
     return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from attnlab.data import SPLITS
 from attnlab.models import TransformerConfig
 from attnlab.tasks.recipe import ModelTable, Recipe
 from attnlab.training import OptimConfig
@@ -83,6 +84,12 @@ class DecodeConfig:
         for name in ("beam_size", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"eval.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("length_penalty", "max_len_a", "max_len_b"):
+            check_positive(f"eval.{name}", getattr(self, name), allow_zero=True)
+        if self.max_len is not None:
+            check_positive("eval.max_len", self.max_len)
+        if self.max_len is None and self.max_len_b < 1 and self.max_len_a == 0:
+            raise ValueError("eval.max_len_a · source length + eval.max_len_b must allow >= 1 token")
 
 
 @dataclass
@@ -108,6 +115,9 @@ class TranslationEval(DecodeConfig):
         super().__post_init__()
         if self.average_last < 1:
             raise ValueError(f"eval.average_last must be >= 1, got {self.average_last}")
+        for name in ("val_limit", "test_limit", "sample_count", "heatmap_index"):
+            check_positive(f"eval.{name}", getattr(self, name), allow_zero=True)
+        check_choice("eval.test_split", self.test_split, [s for s in SPLITS if s != "train"])
 
 
 @dataclass

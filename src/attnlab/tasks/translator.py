@@ -4,20 +4,22 @@
 beam search or greedily (:mod:`attnlab.generation`) and detokenizes. :class:`Translator` holds
 a model and its two tokenizers, loads them from a checkpoint directory and draws the
 encoder-decoder attention picture of Ba (CSC413 Lecture 8), "Transformer Machine Translation".
+:func:`read_chunks` feeds it a stream (stdin) chunk by chunk, so output can follow input.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Sequence
+import select
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
+from attnlab.checkpoint import read_json_object
 from attnlab.data import load_tokenizers
 from attnlab.data.tokenizers import AnyTokenizer
 from attnlab.devices import model_device
@@ -98,7 +100,7 @@ class Translator:
             )
         src_tok, tgt_tok = load_tokenizers(checkpoint)
         recipe_file = Path(checkpoint) / RECIPE_FILE
-        recipe = json.loads(recipe_file.read_text()) if recipe_file.is_file() else {}
+        recipe = read_json_object(recipe_file, "recipe") if recipe_file.is_file() else {}
         return cls(model, src_tok, tgt_tok), recipe
 
     def translate(self, sentences: Sequence[str], decoding: DecodeConfig) -> list[str]:
@@ -135,3 +137,37 @@ class Translator:
             weights, path, x_labels=x_labels, y_labels=y_labels,
             title="cross-attention, last decoder layer (mean over heads)",
         )
+
+
+def read_chunks(stream: IO, max_lines: int, *, errors: str = "strict") -> Iterator[list[str]]:
+    """The lines of ``stream`` (split on ``\\n`` only, line ends removed), in chunks of at most
+    ``max_lines``. A chunk also ends when no more input is waiting, so lines typed at a terminal
+    are answered one by one. A binary stream is decoded as UTF-8: a line that is not valid
+    UTF-8 raises ``ValueError`` naming its number, unless ``errors="replace"`` replaces the
+    undecodable bytes with U+FFFD."""
+    chunk: list[str] = []
+    end = stream.read(0)  # "" or b"": what readline returns at the end of the stream
+    for number, line in enumerate(iter(stream.readline, end), start=1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8", errors=errors)
+            except UnicodeDecodeError as err:
+                raise ValueError(
+                    f"input line {number} is not valid UTF-8 ({err.reason} at byte {err.start}); "
+                    "--errors replace replaces the undecodable bytes"
+                ) from None
+        chunk.append(line.removesuffix("\n").removesuffix("\r"))
+        if len(chunk) >= max_lines or not _more_waiting(stream):
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _more_waiting(stream: IO) -> bool:
+    """Whether reading ``stream`` now would not block (always true for files and buffers)."""
+    try:
+        ready, _, _ = select.select([stream], [], [], 0)
+    except (OSError, ValueError, TypeError):  # no file descriptor: an in-memory stream
+        return True
+    return bool(ready)

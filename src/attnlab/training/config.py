@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnlab.validation import check_positive
+
 
 class NonFiniteLossError(RuntimeError):
     """The loss (or gradient norm) became NaN or inf; training stopped before the update."""
@@ -53,8 +55,10 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.metric_mode not in ("min", "max"):
             raise ValueError(f"metric_mode must be 'min' or 'max', got {self.metric_mode!r}")
-        if self.clip_norm is not None and self.clip_norm <= 0:
-            raise ValueError(f"clip_norm must be > 0 (or None), got {self.clip_norm}")
+        if self.clip_norm is not None:
+            check_positive("clip_norm", self.clip_norm)
+        if self.max_time_s is not None:
+            check_positive("max_time_s", self.max_time_s)
 
 
 @dataclass
@@ -70,3 +74,4 @@ class TrainResult:
     last_eval: dict[str, float]
     history: list[dict[str, float]]  # one {"step", "loss", "lr", "tokens"} per optimizer step
     seconds: float = 0.0  # wall time of this fit (a resumed run counts from the resume)
+    signal: int | None = None  # SIGINT or SIGTERM when stopped == "interrupted"

@@ -34,6 +34,12 @@ class MetricsLog:
         line = json.dumps({k: _jsonable(v) for k, v in event.items()})
         with self.path.open("a") as f:
             f.write(line + "\n")
+            f.flush()
+
+    def reset(self) -> None:
+        """Start an empty log (a fresh run: events of an earlier attempt that saved no
+        checkpoint would mix with its own)."""
+        self.path.unlink(missing_ok=True)
 
     def truncate_after(self, step: int) -> None:
         """Drop events after ``step`` (a resumed run re-logs them)."""
@@ -44,18 +50,28 @@ class MetricsLog:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The events of a ``metrics.jsonl`` file (or of ``run_dir/metrics.jsonl``)."""
+    """The events of a ``metrics.jsonl`` file (or of ``run_dir/metrics.jsonl``).
+
+    A last line without its newline that is not valid JSON was torn by a kill in the middle of
+    a write: it is dropped and every complete event kept. Any other invalid line is an error
+    naming it.
+    """
     path = Path(path)
     if path.is_dir():
         path = path / METRICS_NAME
     if not path.is_file():
         raise FileNotFoundError(f"metrics file {path} does not exist")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines()
+    torn = len(lines) if lines and not text.endswith("\n") else None
     events = []
-    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             events.append(json.loads(line))
         except json.JSONDecodeError as err:
+            if lineno == torn:
+                break  # the write a kill interrupted
             raise ValueError(f"{path}:{lineno} is not valid JSON: {err}") from err
     return events

@@ -169,8 +169,25 @@ class OptimConfig(Config):
         check_positive("optim.lr", self.lr)
         check_positive("optim.warmup", self.warmup, allow_zero=True)
         check_positive("optim.weight_decay", self.weight_decay, allow_zero=True)
+        check_positive("optim.min_lr", self.min_lr, allow_zero=True)
         if self.decay_steps is not None:
             check_positive("optim.decay_steps", self.decay_steps)
+        if self.schedule == "warmup_cosine" and self.min_lr > self.lr:
+            raise ValueError(f"optim.min_lr must be <= optim.lr={self.lr}, got {self.min_lr}")
+
+    def check_steps(self, max_steps: int | None) -> None:
+        """The schedule fits the run: a cosine needs ``decay_steps`` (or ``train.max_steps``)
+        beyond the warmup."""
+        if self.schedule != "warmup_cosine":
+            return
+        total = self.decay_steps or max_steps
+        if total is None:
+            raise ValueError("optim.schedule 'warmup_cosine' needs optim.decay_steps or train.max_steps")
+        if total <= self.warmup:
+            raise ValueError(
+                f"optim.schedule 'warmup_cosine' decays over {total} steps, which must be more "
+                f"than optim.warmup={self.warmup}"
+            )
         if self.betas is not None and (
             len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas)
         ):

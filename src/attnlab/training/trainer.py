@@ -36,17 +36,18 @@ from attnlab.checkpoint import (
     SaveFn,
     checkpoint_path,
     default_save_fn,
-    list_checkpoints,
     load_model_weights,
     prune_checkpoints,
     resolve_resume,
     write_checkpoint,
 )
 from attnlab.devices import autocast, model_device, to_device
+from attnlab.signals import signal_of, terminate_as_interrupt
 from attnlab.training import distributed as dist
 from attnlab.training.config import NonFiniteLossError, TrainConfig, TrainResult
 from attnlab.training.metrics import MetricsLog
 from attnlab.training.progress import TrainingProgress, planned_steps
+from attnlab.training.run_dir import writing_run
 from attnlab.training.state import (
     TrainerState,
     restore_trainer_state,
@@ -123,25 +124,33 @@ class Trainer:
         """Train until ``max_steps`` / ``max_epochs`` / early stopping / ``max_time_s``.
 
         ``resume_from`` is a checkpoint directory or a run directory (its newest
-        checkpoint). Ctrl-C saves a checkpoint of the last completed step and returns
-        with ``stopped="interrupted"``; a NaN/inf loss raises :class:`NonFiniteLossError`
-        without writing a checkpoint."""
+        checkpoint). The run directory is locked for the fit (:mod:`attnlab.training.run_dir`).
+        Ctrl-C or SIGTERM saves a checkpoint of the last completed step and returns with
+        ``stopped="interrupted"`` and the ``signal``; a NaN/inf loss raises
+        :class:`NonFiniteLossError` without writing a checkpoint."""
+        fresh = resume_from is None
+        with writing_run(self.run_dir, fresh=fresh, writer=self.is_main), terminate_as_interrupt():
+            return self._fit(resume_from)
+
+    def _fit(self, resume_from: str | Path | None) -> TrainResult:
         cfg = self.config
         if resume_from is not None:
             self._resume(resolve_resume(resume_from))
         else:
-            self._check_fresh_run_dir()
             seed_everything(cfg.seed + self.rank)
+            if self.metrics is not None:
+                self.metrics.reset()
         self.model.train()
         self._last_saved_step = self._start_step = self.state.step
         self._start = time.perf_counter()
         self._progress = TrainingProgress(
             planned_steps(cfg, self.train_data), self.state.step, enabled=self.is_main and cfg.progress
         )
+        signum = None
         try:
             stopped = self._run_epochs()
-        except KeyboardInterrupt:
-            stopped = "interrupted"
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM (signals.Terminated)
+            stopped, signum = "interrupted", signal_of(interrupt)
             self._save_interrupted()
         finally:
             self._progress.close()
@@ -159,16 +168,8 @@ class Trainer:
             self._last_eval,
             self._history,
             time.perf_counter() - self._start,
+            signum,
         )
-
-    def _check_fresh_run_dir(self) -> None:
-        """A new run must not mix its checkpoints with an older run's (averaging would)."""
-        if self.run_dir is not None and (old := list_checkpoints(self.run_dir)):
-            raise ValueError(
-                f"run directory {self.run_dir} already holds checkpoints (newest {old[-1].name}) "
-                f"of an earlier run: resume it with --resume {self.run_dir}, or choose a new "
-                f"--run-dir (or delete the old one)"
-            )
 
     def _run_epochs(self) -> str:
         cfg = self.config
@@ -374,7 +375,8 @@ class Trainer:
         rng = self._rng_at_step_start or rng_state()
         self._save(rngs=[rng] * self.world_size)
         if self.is_main:
-            print(f"interrupted: saved {self._last_checkpoint}", flush=True)
+            print(f"interrupted: saved {self._last_checkpoint} (resume with --resume "
+                  f"{self.run_dir})", flush=True)
 
     def _resume(self, directory: Path) -> None:
         load_model_weights(self.model, directory)

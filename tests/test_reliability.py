@@ -1,0 +1,270 @@
+"""Nothing lost, nothing mixed (docs/reliability.md): one writer per run directory, checkpoint
+directories replaced atomically, a killed writer's leftovers repaired, SIGINT and SIGTERM
+saving a resumable checkpoint, a torn metrics line tolerated — and a fault-injection sweep
+that SIGKILLs a real training run at places inside its checkpoint writes and between its
+steps, then checks that what is visible loads and that resuming reproduces the
+uninterrupted run bit for bit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnlab import atomic_dir
+from attnlab.atomic_dir import atomic_directory, clean_leftovers
+from attnlab.checkpoint import list_checkpoints, load_state
+from attnlab.training.metrics import MetricsLog, read_metrics
+from attnlab.training.run_dir import RunDirectoryInUse, RunLock, writing_run
+from attnlab.training.state import load_trainer_state
+
+WORKER = Path(__file__).with_name("reliability_worker.py")
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def worker(run_dir: Path, *args: str, wait: bool = True, **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    cmd = [sys.executable, str(WORKER), str(run_dir), *args]
+    if wait:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, **kw)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        metrics = run_dir / "metrics.jsonl"
+        if metrics.is_file() and any(e.get("step", 0) >= step for e in read_metrics(metrics)):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the run did not reach step {step}")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict:
+    """The uninterrupted 8-step run: its final weights and how often each kill point is hit."""
+    root = tmp_path_factory.mktemp("reference")
+    done = worker(root / "run", "--count-points", str(root / "counts.json"))
+    assert done.returncode == 0, done.stderr
+    return {
+        "state": torch.load(root / "run" / "final_state.pt"),
+        "counts": json.loads((root / "counts.json").read_text()),
+        "losses": [e["loss"] for e in read_metrics(root / "run") if e["event"] == "train"],
+    }
+
+
+def assert_same_weights(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
+
+
+def assert_visible_checkpoints_load(run: Path, evals_done: int) -> None:
+    for step_dir in list_checkpoints(run):
+        load_state(step_dir)
+        load_trainer_state(step_dir / "trainer.pt")
+    if (run / "best").exists() or evals_done >= 2:  # a best/ once written never disappears
+        load_state(run / "best")
+
+
+# ---------------------------------------------------------------- one writer per run directory
+def test_a_second_writer_is_refused_naming_the_holder(tmp_path, reference):
+    run = tmp_path / "run"
+    first = worker(run, "--steps", "40", "--sleep", "0.1", wait=False)
+    try:
+        wait_for_step(run, 1, first)
+        second = worker(run, "--steps", "4")
+        assert second.returncode != 0
+        assert f"is in use by PID {first.pid}" in second.stderr
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_a_killed_runs_lock_never_blocks(tmp_path):
+    run = tmp_path / "run"
+    holder = worker(run, "--steps", "40", "--sleep", "0.1", wait=False)
+    wait_for_step(run, 1, holder)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    with RunLock(run):  # the OS released the dead process's lock
+        assert (run / ".lock").is_file()
+
+
+def test_the_lock_is_reentrant_in_one_process_and_exclusive_across(tmp_path):
+    with RunLock(tmp_path), RunLock(tmp_path):  # the task driver and the trainer
+        code = f"from attnlab.training.run_dir import RunLock\nwith RunLock({str(tmp_path)!r}): pass"
+        other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(SRC)})
+        assert other.returncode != 0 and "RunDirectoryInUse" in other.stderr
+        assert f"PID {os.getpid()}" in other.stderr
+    with RunLock(tmp_path):  # released by the outer exit
+        pass
+    assert issubclass(RunDirectoryInUse, ValueError)  # the CLI prints it as one line
+
+
+def test_a_fresh_run_refuses_a_directory_with_checkpoints(tmp_path, reference):
+    assert worker(tmp_path / "run", "--steps", "2").returncode == 0
+    again = worker(tmp_path / "run", "--steps", "2")
+    assert again.returncode != 0 and "already holds checkpoints" in again.stderr
+
+
+# ---------------------------------------------------------------- atomic directories
+def test_replacing_a_directory_exchanges_it_in_one_step(tmp_path):
+    target = tmp_path / "best"
+    with atomic_directory(target) as d:
+        (d / "v").write_text("1")
+    calls = []
+    real = atomic_dir._exchange
+
+    def spy(a, b):
+        calls.append((a, b))
+        assert (b / "v").read_text() == "1"  # the old one is in place until the swap
+        return real(a, b)
+
+    atomic_dir._exchange = spy
+    try:
+        with atomic_directory(target) as d:
+            (d / "v").write_text("2")
+    finally:
+        atomic_dir._exchange = real
+    assert len(calls) == 1 and (target / "v").read_text() == "2"
+    assert [p.name for p in tmp_path.iterdir()] == ["best"]  # the old one was deleted
+
+
+def test_a_crash_between_two_renames_is_repaired(tmp_path, monkeypatch):
+    """Where the filesystem cannot exchange, the old directory is moved aside first; a crash
+    before the new one arrives leaves no best/ — until the next start puts the old one back."""
+    target = tmp_path / "best"
+    with atomic_directory(target) as d:
+        (d / "v").write_text("old")
+    monkeypatch.setattr(atomic_dir, "_exchange", lambda a, b: False)
+    renames = []
+    real = os.replace
+
+    def crash_on_second(src, dst):
+        renames.append(src)
+        if len(renames) == 2:
+            raise SystemExit("killed")  # an exception: the except clause restores
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic_dir.os, "replace", crash_on_second)
+    with pytest.raises(SystemExit):
+        with atomic_directory(target) as d:
+            (d / "v").write_text("new")
+    monkeypatch.setattr(atomic_dir.os, "replace", real)
+    assert (target / "v").read_text() == "old"  # the except clause put it back already
+    # A real SIGKILL runs no except clause: recreate that state and let the next start repair it.
+    aside = tmp_path / ".best.old-x1"
+    aside.mkdir()
+    real(target, aside / "best")
+    (tmp_path / ".best.tmp-x2").mkdir()
+    assert not target.exists()
+    removed = clean_leftovers(tmp_path)
+    assert (target / "v").read_text() == "old" and len(removed) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["best"]
+
+
+def test_checkpoint_files_follow_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with atomic_directory(tmp_path / "ckpt") as d:
+            (d / "model.safetensors").write_bytes(b"x")
+            os.chmod(d / "model.safetensors", 0o600)  # as safetensors writes it
+    finally:
+        os.umask(old)
+    assert oct((tmp_path / "ckpt").stat().st_mode & 0o777) == oct(0o755)
+    assert oct((tmp_path / "ckpt" / "model.safetensors").stat().st_mode & 0o777) == oct(0o644)
+
+
+def test_writing_run_repairs_leftovers_under_the_lock(tmp_path):
+    (tmp_path / "checkpoints" / ".step_00000004.tmp-ab12").mkdir(parents=True)
+    (tmp_path / ".final.tmp-cd34").mkdir()
+    with writing_run(tmp_path, fresh=True):
+        pass
+    assert not any(p.name.startswith(".") and p.is_dir() for p in tmp_path.rglob("*"))
+
+
+# ---------------------------------------------------------------- a torn metrics line
+def test_a_torn_last_metrics_line_is_dropped(tmp_path):
+    log = MetricsLog(tmp_path)
+    log.append({"event": "train", "step": 1, "loss": 2.0})
+    with log.path.open("a") as f:
+        f.write('{"event": "train", "st')  # a kill in the middle of a write
+    assert read_metrics(tmp_path) == [{"event": "train", "step": 1, "loss": 2.0}]
+    log.truncate_after(1)
+    assert log.path.read_text() == '{"event": "train", "step": 1, "loss": 2.0}\n'
+    (tmp_path / "metrics.jsonl").write_text('{"broken\n{"event": "train", "step": 2}\n')
+    with pytest.raises(ValueError, match="metrics.jsonl:1 is not valid JSON"):
+        read_metrics(tmp_path)  # damage inside the file is still an error
+
+
+# ---------------------------------------------------------------- signals
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_saves_a_resumable_checkpoint_and_exits_with_its_code(tmp_path, reference, signum):
+    run = tmp_path / "run"
+    proc = worker(run, "--sleep", "0.3", wait=False)
+    wait_for_step(run, 3, proc)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, err
+    assert "interrupted: saved" in out and "--resume" in out
+    assert json.loads(out.strip().splitlines()[-1])["signal"] == signum
+    saved = list_checkpoints(run)[-1]
+    assert int(saved.name.split("_")[1]) >= 3
+    resumed = worker(run, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_weights(torch.load(run / "final_state.pt"), reference["state"])
+
+
+# ---------------------------------------------------------------- SIGKILL at a spread of moments
+def kill_points(reference: dict, everywhere: bool) -> list[tuple[str, int]]:
+    """Every hit of every point (everywhere: ``make test-slow``), or the middle hit of each."""
+    points = []
+    for name, hits in sorted(reference["counts"].items()):
+        ks = range(1, hits + 1) if everywhere else [(hits + 1) // 2]
+        points += [(name, k) for k in ks]
+    return points
+
+
+def kill_and_resume(tmp_path: Path, reference: dict, name: str, k: int) -> None:
+    run = tmp_path / f"{name}_{k}"
+    killed = worker(run, "--kill-at", f"{name}:{k}")
+    assert killed.returncode == -signal.SIGKILL, (name, k, killed.stdout, killed.stderr)
+    events = read_metrics(run) if (run / "metrics.jsonl").exists() else []
+    evals = sum(1 for e in events if e["event"] == "eval")
+    assert_visible_checkpoints_load(run, evals)
+    resumed = worker(run, *(["--resume"] if list_checkpoints(run) else []))
+    assert resumed.returncode == 0, (name, k, resumed.stderr)
+    assert_same_weights(torch.load(run / "final_state.pt"), reference["state"])
+    assert not [p for p in run.rglob(".*") if p.is_dir()], "leftovers were not cleaned"
+    losses = [e["loss"] for e in read_metrics(run) if e["event"] == "train"]
+    assert losses == reference["losses"], (name, k)
+
+
+def test_kill_points_cover_checkpoint_writes_and_steps(reference):
+    counts = reference["counts"]
+    assert set(counts) == {"step", "weights", "trainer_pt", "finish", "swap", "swapped", "rename",
+                           "metrics", "prune"}
+    assert counts["step"] == 8 and counts["swap"] >= 2  # best/ replaced at least twice
+
+
+def test_sigkill_at_the_middle_hit_of_each_point(tmp_path, reference):
+    for name, k in kill_points(reference, everywhere=False):
+        kill_and_resume(tmp_path, reference, name, k)
+
+
+@pytest.mark.slow
+def test_sigkill_at_every_hit_of_every_point(tmp_path, reference):
+    points = kill_points(reference, everywhere=True)
+    for name, k in points:
+        kill_and_resume(tmp_path, reference, name, k)
+    print(f"{len(points)} kill points")
