@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 torch.set_num_threads(1)
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # the CLI's default threads, in-process and in subprocesses
 
 _DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 if "ATTNLAB_DATA" not in os.environ and _DEFAULT_DATA.is_dir():

@@ -51,3 +51,134 @@ def test_unknown_task_is_rejected_by_name(tmp_path, capsys):
     assert main(["train", "--config", str(recipe)]) == 2
     err = capsys.readouterr().err
     assert "'speech'" in err and "translation" in err
+
+
+# ---------------------------------------------------------------- range checks and one-line errors
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["translate", "ck", "--batch-size", "-1"], "argument --batch-size: must be >= 1, got -1"),
+        (["translate", "ck", "--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
+        (["translate", "ck", "--max-len", "0"], "argument --max-len: must be >= 1, got 0"),
+        (["translate", "ck", "--beam", "0"], "argument --beam: must be >= 1, got 0"),
+        (["evaluate", "ck", "--length-penalty", "-0.5"], "argument --length-penalty: must be >= 0.0"),
+        (["generate", "ck", "--top-p", "1.5"], "argument --top-p: must be in (0, 1], got 1.5"),
+        (["generate", "ck", "--temperature", "nan"], "argument --temperature: must be >= 0.0, got nan"),
+        (["plot", "r", "--threads", "0"], "argument --threads: must be >= 1, got 0"),
+    ],
+)
+def test_numeric_options_are_range_checked(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def _translation_recipe(tmp_path, *lines: str):
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('task = "translation"\n' + "\n".join(lines) + "\n")
+    return recipe
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["eval.test_limit=-1"], "eval.test_limit must be >= 0, got -1"),
+        (["eval.test_split=x"], "eval.test_split must be one of val, test_2016_flickr, got 'x'"),
+        (["optim.lr=inf"], "optim.lr must be a finite number > 0, got inf"),
+        (["optim.betas=[0.9]"], "optim.betas must be two numbers in [0, 1), got [0.9]"),
+        (["data=3"], "[data] must be a table, got 3"),
+        (["train.max_time_s=-1"], "max_time_s must be > 0, got -1"),
+        (["eval.max_len=0"], "eval.max_len must be > 0, got 0"),
+        (["optim.schedule=warmup_cosine", "optim.warmup=2000", "train.max_steps=900"],
+         "decays over 900 steps, which must be more than optim.warmup=2000"),
+    ],
+)
+def test_bad_recipe_values_are_one_line_errors_before_any_data(tmp_path, capsys, overrides, message):
+    run = tmp_path / "run"
+    code = main(["train", "--config", "configs/multi30k_demo.toml", "--run-dir", str(run), *overrides])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not run.exists()  # refused before the run directory or the data
+
+
+def test_files_that_are_not_what_they_claim_are_named(tmp_path, capsys):
+    bad_toml = tmp_path / "bad.toml"
+    bad_toml.write_bytes(b'task = "translation"\n# \xff\xfe\n')
+    assert main(["train", "--config", str(bad_toml)]) == 2
+    assert f"config file {bad_toml} is not valid TOML" in capsys.readouterr().err
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text('{"model_type": "transformer"')
+    assert main(["translate", str(ckpt)]) == 2
+    assert f"checkpoint config {ckpt / 'config.json'} is not valid JSON" in capsys.readouterr().err
+    from attnlab.data import load_tokenizer
+
+    (tmp_path / "tokenizer.json").write_text("not a tokenizer")
+    with pytest.raises(ValueError, match=f"tokenizer file {tmp_path / 'tokenizer.json'} is not a valid"):
+        load_tokenizer(tmp_path)
+
+
+def test_an_unwritable_run_directory_is_one_line_naming_it(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the run directory should go")
+    code = main(["train", "--config", "configs/multi30k_demo.toml", "--run-dir", str(blocker / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and str(blocker) in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_truncated_gzip_corpus_names_the_file(tmp_path):
+    import gzip
+
+    from attnlab.data import read_lines
+
+    path = tmp_path / "train.de.gz"
+    text = "".join(f"Satz {i} mit {i * 7919 % 104729} Wörtern.\n" for i in range(3000))
+    whole = gzip.compress(text.encode())
+    path.write_bytes(whole[: len(whole) // 2])  # a download or copy cut short
+    with pytest.raises(ValueError, match=f"{path}: truncated or corrupt gzip file"):
+        read_lines(path)
+
+
+def test_a_defect_is_one_line_and_debug_shows_the_traceback(monkeypatch, capsys):
+    import attnlab.tasks.commands as commands
+
+    def broken(args):
+        raise TypeError("an attnlab bug")
+
+    monkeypatch.setattr(commands, "plot", broken)
+    assert main(["plot", "r"]) == 1
+    err = capsys.readouterr().err
+    assert "attnlab plot: internal error: TypeError: an attnlab bug (rerun with --debug" in err
+    with pytest.raises(TypeError, match="an attnlab bug"):
+        main(["plot", "r", "--debug"])
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "name"), [(KeyboardInterrupt, 130, "SIGINT"), (None, 143, "SIGTERM")]
+)
+def test_interruptions_exit_with_the_signals_code(monkeypatch, capsys, raised, code, name):
+    import attnlab.tasks.commands as commands
+    from attnlab.signals import Terminated
+
+    def interrupted(args):
+        raise (raised or Terminated)()
+
+    monkeypatch.setattr(commands, "plot", interrupted)
+    assert main(["plot", "r"]) == code
+    assert f"attnlab plot: interrupted by {name}" in capsys.readouterr().err
+
+
+def test_threads_option_and_its_default(monkeypatch):
+    import torch
+
+    from attnlab.runtime import set_threads
+
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(1) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        assert set_threads(None) == 2  # $OMP_NUM_THREADS when --threads is not given
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        assert set_threads(None) >= 1  # every core this process may use
+    finally:
+        torch.set_num_threads(before)

@@ -229,3 +229,31 @@ def test_bpe_recipe_trains_and_generates(tmp_path: Path, capsys) -> None:
     capsys.readouterr()
     out = _generate(ckpt, capsys, "--prompt", "ROMEO: ☃", "--max-new-tokens", "5", "--seed", "0")
     assert out.startswith("ROMEO: ☃")  # byte-level BPE represents any text
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["eval.eval_iters=0"], "eval.eval_iters must be > 0, got 0"),
+        (["eval.sample_chars=0"], "eval.sample_chars must be > 0, got 0"),
+        (["data.train_fraction=0.99999"], "the validation text has 12 tokens, fewer than"),
+    ],
+)
+def test_settings_that_would_fail_after_training_fail_before_it(tmp_path, capsys, overrides, message):
+    assert run("train", "--config", CONFIG, "--run-dir", tmp_path / "run", *overrides, *FAST) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_text_stream_writes_each_piece_and_holds_back_half_characters():
+    from attnlab.tasks.language_model import TextStream
+
+    tokenizer = Tokenizer.train(["Grüße aus Köln, ihr Lieben. " * 50], 300)
+    ids = tokenizer.encode("Grüße aus Köln")
+    pieces: list[str] = []
+    stream = TextStream(tokenizer, pieces.append)
+    for token in ids:
+        stream(0, token)
+    stream.finish(tokenizer.decode(ids))
+    assert "".join(pieces) == "Grüße aus Köln"
+    assert all("\ufffd" not in piece for piece in pieces) and len(pieces) > 1

@@ -4,7 +4,12 @@ train → checkpoint (+ tokenizer, recipe.json) → results.json + heatmap; tran
 import io
 import json
 import math
+import select
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
@@ -227,3 +232,64 @@ def test_evaluation_on_cuda_matches_the_cpu(run_dir, monkeypatch):
         for d in ("cpu", "cuda")
     )
     assert abs(cuda["bleu"] - cpu["bleu"]) < 1.0
+
+
+# ---------------------------------------------------------------- streams, bytes, signals
+def _attnlab(*args: str) -> list[str]:
+    return [sys.executable, "-m", "attnlab.cli", *map(str, args)]
+
+
+def _read_line(stream, timeout: float = 60.0) -> bytes:
+    ready, _, _ = select.select([stream], [], [], timeout)
+    assert ready, f"no output within {timeout} s"
+    return stream.readline()
+
+
+def test_translate_answers_each_line_while_stdin_is_still_open(run_dir):
+    proc = subprocess.Popen(_attnlab("translate", run_dir / "final", "--beam", "1"),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for line in ("Ein Hund läuft.", "Zwei Männer spielen."):
+            proc.stdin.write((line + "\n").encode())
+            proc.stdin.flush()
+            assert _read_line(proc.stdout).endswith(b"\n")  # answered before stdin ends
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: what was written stays written
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and b"interrupted by SIGINT" in err
+
+
+def test_undecodable_input_names_the_line_and_keeps_the_lines_before(run_dir):
+    strict = subprocess.run(_attnlab("translate", run_dir / "final", "--beam", "1"),
+                            input=b"Ein Hund.\n\xff\n", capture_output=True, timeout=120)
+    assert strict.returncode == 2 and len(strict.stdout.splitlines()) == 1
+    assert b"input line 2 is not valid UTF-8" in strict.stderr and b"--errors replace" in strict.stderr
+    replaced = subprocess.run(_attnlab("translate", run_dir / "final", "--beam", "1", "--errors", "replace"),
+                              input=b"Ein Hund.\n\xff\n", capture_output=True, timeout=120)
+    assert replaced.returncode == 0 and len(replaced.stdout.splitlines()) == 2
+
+
+def test_sigint_during_training_saves_and_skips_the_report(tmp_path):
+    run = tmp_path / "run"
+    args = ["train", "--config", DEMO, "--run-dir", run, *TINY, "train.max_steps=100000",
+            "train.save_every=5", "train.eval_every=0", "eval.val_bleu=false", "train.metric=val_loss"]
+    proc = subprocess.Popen(_attnlab(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not list((run / "checkpoints").glob("step_*")) and time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert b"interrupted: saved" in out and b"interrupted by SIGINT" in err
+    assert not (run / "final").exists() and not (run / "results.json").exists()  # no next phase
+
+
+def test_learned_positions_too_short_for_the_data_fail_before_training(tmp_path, capsys):
+    run = tmp_path / "run"
+    args = ["train", "--config", DEMO, "--run-dir", str(run), *TINY, 'model.positional="learned"',
+            "model.max_len=8"]
+    assert main(args) == 2
+    assert "model.max_len=8 is shorter than the longest training source" in capsys.readouterr().err
+    assert not (run / "checkpoints").exists()

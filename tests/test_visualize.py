@@ -91,3 +91,61 @@ def test_kernel_regression_beats_average_pooling():
         assert mse[kernel] < 0.25 * mse["average"], (kernel, mse)
     for fit in fits:  # the demo's own table reports the same numbers
         assert fit.mse == pytest.approx(mse[fit.name], rel=1e-12)
+
+
+# ---------------------------------------------------------------- what the pictures encode
+def _render(weights, **labels):
+    """Draw ``weights`` with draw_attention on an Agg canvas; return (rgba pixels, axes)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from attnlab.visualize import draw_attention
+
+    fig = Figure(figsize=(4, 4), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    draw_attention(ax, weights, **labels)
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(float), ax
+
+
+def _cell_luminance(pixels, ax, i, j):
+    """Luminance of the pixel at the centre of cell (row i, column j)."""
+    x, y = ax.transData.transform((j, i))
+    r, g, b = pixels[pixels.shape[0] - int(round(y)), int(round(x))]
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def test_cell_brightness_is_monotone_in_the_weight():
+    weights = np.linspace(0.0, 1.0, 12).reshape(3, 4)  # every cell a different weight
+    pixels, ax = _render(weights)
+    lum = [_cell_luminance(pixels, ax, i, j) for i in range(3) for j in range(4)]
+    assert all(b > a for a, b in zip(lum, lum[1:], strict=False)), lum  # viridis: dark → bright
+
+
+def test_tick_labels_are_the_given_tokens():
+    keys, queries = ["Ein", "Hund", "läuft", "."], ["A", "dog", "runs"]
+    _, ax = _render(np.full((3, 4), 0.25), x_labels=keys, y_labels=queries)
+    assert [t.get_text() for t in ax.get_xticklabels()] == keys
+    assert [t.get_text() for t in ax.get_yticklabels()] == queries
+    assert list(ax.get_xticks()) == [0, 1, 2, 3] and list(ax.get_yticks()) == [0, 1, 2]
+
+
+def test_a_diagonal_alignment_draws_a_diagonal(tmp_path):
+    """The saved PNG: the bright (weight-1) cells of a monotone alignment run down and to
+    the right, one per row, in order."""
+    from matplotlib.image import imread
+
+    n = 6
+    path = plot_attention(np.eye(n), tmp_path / "diag.png", x_labels=list("abcdef"), y_labels=list("uvwxyz"))
+    rgb = imread(path)[..., :3]
+    bright = (rgb[..., 0] > 0.9) & (rgb[..., 1] > 0.8) & (rgb[..., 2] < 0.3)  # viridis yellow
+    cols = np.where(bright.any(axis=0))[0]
+    gaps = np.where(np.diff(cols) > 5)[0]
+    if len(gaps):  # the colour bar's bright top stands apart, right of the matrix
+        bright[:, cols[gaps[-1]] + 1 :] = False
+    rows = np.where(bright.any(axis=1))[0]
+    centres = np.array([np.where(bright[r])[0].mean() for r in rows])  # top to bottom
+    assert np.all(np.diff(centres) >= 0), "a bright cell lies left of the one above it"
+    steps = np.split(centres, np.where(np.diff(centres) > 3)[0] + 1)  # one plateau per row
+    assert len(steps) == n and all(len(step) > 5 for step in steps)

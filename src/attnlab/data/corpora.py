@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,17 +75,23 @@ def _raw_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     with open(path, "rb") as f:
         compressed = f.read(2) == GZIP_MAGIC
     opener = gzip.open if compressed else open
-    with opener(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise ValueError(
-                    f"{path}:{number}: not valid UTF-8 ({err.reason} at byte {err.start})"
-                ) from None
-            if number == 1:
-                text = text.removeprefix("\ufeff")  # byte-order mark
-            yield number, text.removesuffix("\n")
+    try:
+        with opener(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                yield number, _decode_line(raw, path, number)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise ValueError(f"{path}: truncated or corrupt gzip file ({err})") from None
+
+
+def _decode_line(raw: bytes, path: PathLike, number: int) -> str:
+    """One line as text, its ``\\n`` removed (and the byte-order mark of line 1)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}:{number}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
+    if number == 1:
+        text = text.removeprefix("\ufeff")  # byte-order mark
+    return text.removesuffix("\n")
 
 
 def read_lines(path: PathLike) -> list[str]:

@@ -152,6 +152,8 @@ def read_chunks(stream: IO, max_lines: int, *, errors: str = "strict") -> Iterat
             try:
                 line = line.decode("utf-8", errors=errors)
             except UnicodeDecodeError as err:
+                if chunk:  # the lines before it are still answered
+                    yield chunk
                 raise ValueError(
                     f"input line {number} is not valid UTF-8 ({err.reason} at byte {err.start}); "
                     "--errors replace replaces the undecodable bytes"

@@ -370,11 +370,12 @@ class Trainer:
     def _save_interrupted(self) -> None:
         """Ctrl-C: save the state as of the last completed step. No collectives (the other
         ranks may be anywhere), so under torchrun rank 0's RNG state stands in for all."""
-        if self.run_dir is None or self._last_saved_step == self.state.step:
+        if self.run_dir is None:
             return
-        rng = self._rng_at_step_start or rng_state()
-        self._save(rngs=[rng] * self.world_size)
-        if self.is_main:
+        if self._last_saved_step != self.state.step:
+            rng = self._rng_at_step_start or rng_state()
+            self._save(rngs=[rng] * self.world_size)
+        if self.is_main and self._last_checkpoint is not None:
             print(f"interrupted: saved {self._last_checkpoint} (resume with --resume "
                   f"{self.run_dir})", flush=True)
 
