@@ -315,3 +315,15 @@ def test_planned_steps_is_max_steps_or_the_epochs_steps():
     assert planned_steps(TrainConfig(max_steps=7, max_epochs=3), list(range(10))) == 7
     assert planned_steps(TrainConfig(max_epochs=3), lambda epoch: iter(())) is None
     assert planned_steps(TrainConfig(max_steps=9), lambda epoch: iter(())) == 9
+
+
+def test_the_wall_time_safety_net_warns_when_it_fires(capsys):
+    """Recipes are bounded by steps; max_time_s only stops a run that would not finish, and says
+    so, since the result then depends on the machine's speed."""
+    model = make_model()
+    config = TrainConfig(max_steps=10_000, max_time_s=1e-6, progress=False, log_every=0)
+    result = Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), lm_loss, make_batches(4),
+                     config).fit()
+    assert result.stopped == "max_time" and result.step < 10_000
+    err = capsys.readouterr().err
+    assert "train.max_time_s=1e-06 stopped training at step" in err and "machine's speed" in err

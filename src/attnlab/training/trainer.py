@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import itertools
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import nullcontext
@@ -159,16 +160,13 @@ class Trainer:
                 self._evaluate()
         if stopped != "interrupted" and self._last_saved_step != self.state.step:
             self._save()
+        if stopped == "max_time" and self.is_main:  # a safety net: the result now depends on speed
+            print(f"warning: train.max_time_s={cfg.max_time_s} stopped training at step {self.state.step}"
+                  f" before max_steps={cfg.max_steps}: this result depends on the machine's speed",
+                  file=sys.stderr, flush=True)
         return TrainResult(
-            self.state.step,
-            self.state.epoch,
-            stopped,
-            self.state.best_metric,
-            self._last_checkpoint,
-            self._last_eval,
-            self._history,
-            time.perf_counter() - self._start,
-            signum,
+            self.state.step, self.state.epoch, stopped, self.state.best_metric, self._last_checkpoint,
+            self._last_eval, self._history, time.perf_counter() - self._start, signum,
         )
 
     def _run_epochs(self) -> str:
