@@ -203,3 +203,16 @@ def test_every_shipped_recipe_names_a_registered_task():
             continue  # the fine-tuning experiment's recipe (attnlab finetune)
         raw = load_recipe(path)
         TASKS[raw["task"]].recipe_class.from_dict(raw)
+
+
+def test_a_mistaken_fresh_run_is_refused_before_it_touches_the_old_runs_files(
+    counting_task, tmp_path, monkeypatch
+):
+    run = train(RECIPE, run_dir=tmp_path / "run")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
+    prepared = []
+    monkeypatch.setattr(CountingTask, "prepare", lambda self, resume: prepared.append(resume))
+    with pytest.raises(ValueError, match="already holds checkpoints"):
+        train(RECIPE, run_dir=run)
+    assert prepared == []  # refused before any data was read or file written
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before

@@ -17,7 +17,6 @@ evaluate CKPT`` by the checkpoint's ``model_type`` (:attr:`Task.model_types`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 from abc import ABC, abstractmethod
@@ -35,7 +34,7 @@ from attnlab.signals import reraise
 from attnlab.tasks.recipe import RECIPE_FILE, Recipe
 from attnlab.training import Trainer, TrainResult, build_optimizer
 from attnlab.training.distributed import get_rank
-from attnlab.training.run_dir import RunLock
+from attnlab.training.run_dir import writing_run
 
 TASKS: dict[str, type[Task]] = {}
 """Every registered task class by its recipe's ``task = "..."`` name."""
@@ -170,7 +169,8 @@ def train(
 ) -> Path:
     """Train the task a recipe dict names (see the module docstring); returns ``run_dir``.
 
-    The run directory is locked from before the data is read to after the report. A run
+    The run directory is locked (and a fresh run refused where an earlier run's checkpoints
+    are) from before the data is read to after the report. A run
     interrupted by Ctrl-C or SIGTERM saves a resumable checkpoint and re-raises the
     interruption instead of going on to the report (:mod:`attnlab.signals`)."""
     if "task" not in recipe:
@@ -179,7 +179,9 @@ def train(
     parsed = cls.recipe_class.from_dict(recipe)
     task = cls(parsed, run_dir, data_dir=data_dir, device=device)
     resume_dir = None if resume is None else Path(resume)
-    with RunLock(task.run_dir) if get_rank() == 0 else contextlib.nullcontext():
+    # The lock, the repairs and the fresh-run check come before the data: a mistaken second
+    # run is refused before it overwrites the first run's tokenizer files.
+    with writing_run(task.run_dir, fresh=resume_dir is None, writer=get_rank() == 0):
         print(run_header(task), flush=True)
         task.prepare(resume_dir)
         torch.manual_seed(parsed.train.seed)
