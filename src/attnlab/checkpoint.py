@@ -60,6 +60,7 @@ __all__ = [
     "read_json_object",
     "prune_checkpoints",
     "resolve_resume",
+    "run_dir_of",
     "save_pretrained",
     "save_state",
     "upgrade_weight_names",
@@ -303,6 +304,16 @@ def resolve_resume(path: str | Path) -> Path:
             f"{TRAINER_NAME}) nor a run directory holding checkpoints/step_*"
         )
     return latest
+
+
+def run_dir_of(path: str | Path) -> Path:
+    """The run directory a resume path belongs to: ``path`` itself when it holds
+    ``checkpoints/``, else the run that holds the checkpoint ``path``
+    (``run/checkpoints/step_N`` or ``run/best``)."""
+    path = Path(path)
+    if not is_checkpoint(path):
+        return path
+    return path.parent.parent if path.parent.name == "checkpoints" else path.parent
 
 
 def prune_checkpoints(run_dir: str | Path, keep_last_k: int) -> list[Path]:

@@ -61,9 +61,11 @@ def _device_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, help="TOML recipe, e.g. configs/multi30k_de_en.toml")
+    p.add_argument("--config", default=None,
+                   help="TOML recipe, e.g. configs/multi30k_de_en.toml (resuming: default the run's own)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides: train.max_steps=100")
-    p.add_argument("--run-dir", default=None, help="output directory (default: runs/<config name>)")
+    p.add_argument("--run-dir", default=None,
+                   help="output directory (default: the resumed run's, else runs/<config name>)")
     p.add_argument("--resume", default=None, help="checkpoint or run directory to continue exactly")
     p.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
     _device_arg(p)

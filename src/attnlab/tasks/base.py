@@ -28,7 +28,7 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 
-from attnlab.checkpoint import ExtraFiles, load_config
+from attnlab.checkpoint import ExtraFiles, load_config, read_json_object, resolve_resume
 from attnlab.devices import resolve_device
 from attnlab.signals import reraise
 from attnlab.tasks.recipe import RECIPE_FILE, Recipe
@@ -159,6 +159,27 @@ def task_for_checkpoint(checkpoint: str | Path) -> type[Task]:
     )
 
 
+def saved_recipe(checkpoint: str | Path) -> dict[str, Any]:
+    """The recipe dict a checkpoint's ``recipe.json`` holds (``ValueError`` naming the file
+    when it is missing or not a JSON object)."""
+    file = Path(checkpoint) / RECIPE_FILE
+    if not file.is_file():
+        raise ValueError(f"checkpoint {checkpoint} has no {RECIPE_FILE}; give the recipe with --config")
+    return read_json_object(file)
+
+
+def check_continues(recipe: Recipe, checkpoint: Path) -> None:
+    """Refuse to resume ``checkpoint`` under a recipe whose data, model or optimizer differ from
+    the run's own (:meth:`Recipe.check_continues`); a checkpoint without a recipe passes."""
+    if not (checkpoint / RECIPE_FILE).is_file():
+        return
+    try:
+        saved = type(recipe).from_dict(saved_recipe(checkpoint))
+    except ValueError as err:
+        raise ValueError(f"{checkpoint / RECIPE_FILE}: {err}") from None
+    recipe.check_continues(saved, checkpoint)
+
+
 def train(
     recipe: Mapping[str, Any],
     *,
@@ -182,6 +203,8 @@ def train(
     # The lock, the repairs and the fresh-run check come before the data: a mistaken second
     # run is refused before it overwrites the first run's tokenizer files.
     with writing_run(task.run_dir, fresh=resume_dir is None, writer=get_rank() == 0):
+        if resume_dir is not None:
+            check_continues(parsed, resolve_resume(resume_dir))
         print(run_header(task), flush=True)
         task.prepare(resume_dir)
         torch.manual_seed(parsed.train.seed)

@@ -10,15 +10,28 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from attnlab.checkpoint import resolve_resume, run_dir_of
+from attnlab.config import apply_overrides
 from attnlab.tasks import EvaluateRequest, load_recipe, task_for_checkpoint
 from attnlab.tasks import train as train_task
+from attnlab.tasks.base import saved_recipe
 from attnlab.tasks.language_model import LanguageModelTask, generate_cli
 from attnlab.tasks.translation import TranslationTask, translate_cli
 
 
 def train(args: argparse.Namespace) -> int:
-    recipe = load_recipe(args.config, args.overrides)
-    run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / Path(args.config).stem
+    """A new run from ``--config``, or ``--resume`` a run, by default into its own directory
+    with its own recipe (``--config`` then must agree with it; overrides apply to either)."""
+    if args.config is not None:
+        recipe = load_recipe(args.config, args.overrides)
+    elif args.resume is not None:
+        recipe = apply_overrides(saved_recipe(resolve_resume(args.resume)), args.overrides)
+    else:
+        raise ValueError("train needs --config RECIPE, or --resume RUN to continue a run")
+    if args.run_dir:
+        run_dir = Path(args.run_dir)
+    else:
+        run_dir = run_dir_of(args.resume) if args.resume else Path("runs") / Path(args.config).stem
     train_task(recipe, run_dir=run_dir, resume=args.resume, data_dir=args.data_dir, device=args.device)
     return 0
 

@@ -29,6 +29,12 @@ from attnlab.training import OptimConfig, TrainConfig
 C = TypeVar("C")
 R = TypeVar("R", bound="Recipe")
 RECIPE_FILE = "recipe.json"  # the parsed recipe, saved into every checkpoint
+# What a resumed run must share with the run it continues: the data, the model, the optimizer
+# and the train settings that shape each update. The rest (length, logging, checkpoints, the
+# wall-time safety net, [eval]) may change on resume.
+FIXED_ON_RESUME = (
+    "data.", "model.", "optim.", "train.seed", "train.grad_accum", "train.clip_norm", "train.bf16",
+)
 
 
 class ModelTable(Generic[C]):
@@ -122,6 +128,30 @@ class Recipe:
 
     def check(self) -> None:
         """Raise ``ValueError`` for settings that are each valid but contradict one another."""
+
+    def settings(self) -> dict[str, Any]:
+        """Every resolved setting by its dotted name (``model.d_model``), defaults included."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, ModelTable):
+                value = value._resolved
+            if dataclasses.is_dataclass(value):
+                out.update({f"{f.name}.{k}": v for k, v in dataclasses.asdict(value).items()})
+        return out
+
+    def check_continues(self, saved: Recipe, checkpoint: object) -> None:
+        """Raise ``ValueError`` naming the first setting of :data:`FIXED_ON_RESUME` in which
+        this recipe differs from ``saved``, the recipe of the run resumed from ``checkpoint``:
+        resuming with another model, data or optimizer would mix two runs in one."""
+        mine, theirs = self.settings(), saved.settings()
+        for key in sorted(mine.keys() | theirs.keys()):
+            if key.startswith(FIXED_ON_RESUME) and mine.get(key) != theirs.get(key):
+                raise ValueError(
+                    f"{key}={mine.get(key)!r} but the run resumed from {checkpoint} has "
+                    f"{key}={theirs.get(key)!r}; resume with its settings (omit --config to take "
+                    "them from the checkpoint) or start a new run"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """The recipe as plain nested dicts (what ``recipe.json`` holds)."""

@@ -251,7 +251,7 @@ def translate_cli(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, max_len=args.max_len,
     )
     stdin = getattr(sys.stdin, "buffer", sys.stdin)  # bytes, so undecodable input is named
-    for chunk in read_chunks(stdin, 8 * decoding.batch_size, errors=args.errors):
+    for chunk in read_chunks(stdin, 16 * decoding.batch_size, errors=args.errors):
         sys.stdout.write("".join(line + "\n" for line in translator.translate(chunk, decoding)))
         sys.stdout.flush()
     return 0
