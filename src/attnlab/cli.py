@@ -72,8 +72,10 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 
 
 def _decoding_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=POSITIVE, default=5, help="beam size; 1 = greedy (default 5)")
-    p.add_argument("--length-penalty", type=NON_NEGATIVE_FLOAT, default=0.6, help="GNMT length penalty alpha")
+    p.add_argument("--beam", type=POSITIVE, default=None,
+                   help="beam size; 1 = greedy (default: the checkpoint recipe's [eval], else 5)")
+    p.add_argument("--length-penalty", type=NON_NEGATIVE_FLOAT, default=None,
+                   help="GNMT length penalty alpha (default: the checkpoint recipe's, else 0.6)")
 
 
 def _translate_args(p: argparse.ArgumentParser) -> None:

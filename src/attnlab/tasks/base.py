@@ -45,13 +45,14 @@ T = TypeVar("T", bound="type[Task]")
 @dataclass
 class EvaluateRequest:
     """What ``attnlab evaluate`` asks of a task: the split (``None``: the task's default), the
-    corpora directory, the device and, for the tasks that decode, the beam settings."""
+    corpora directory, the device and, for the tasks that decode, the beam settings (``None``:
+    the ones the checkpoint's recipe saved)."""
 
     split: str | None = None
     data_dir: str | None = None
     device: str = "cpu"
-    beam_size: int = 5
-    length_penalty: float = 0.6
+    beam_size: int | None = None
+    length_penalty: float | None = None
 
 
 class Task(ABC):

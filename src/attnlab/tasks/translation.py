@@ -214,8 +214,8 @@ class TranslationTask(Task):
             )
         split = request.split or "test_2016_flickr"
         pairs = load_multi30k(split, data["src_lang"], data["tgt_lang"], request.data_dir)
-        decoding = dataclasses.replace(
-            checkpoint_decoding(recipe), beam_size=request.beam_size, length_penalty=request.length_penalty
+        decoding = checkpoint_decoding(
+            recipe, beam_size=request.beam_size, length_penalty=request.length_penalty
         )
         hyps = translator.translate([s for s, _ in pairs], decoding)
         pair = f"{data['src_lang']}-{data['tgt_lang']}"
@@ -235,19 +235,21 @@ def _decoding(ev: DecodeConfig) -> DecodeConfig:
     return DecodeConfig(**{f.name: getattr(ev, f.name) for f in dataclasses.fields(DecodeConfig)})
 
 
-def checkpoint_decoding(recipe: Mapping[str, Any]) -> DecodeConfig:
-    """The decoding settings a checkpoint's ``recipe.json`` saved (defaults where it has none)."""
+def checkpoint_decoding(recipe: Mapping[str, Any], **overrides: Any) -> DecodeConfig:
+    """The decoding settings a checkpoint's ``recipe.json`` saved (defaults where it has none),
+    with the ``overrides`` that are not ``None`` (a command line's ``--beam`` and so on)."""
     saved = recipe.get("eval", {})
     names = {f.name for f in dataclasses.fields(DecodeConfig)}
-    return DecodeConfig(**{k: v for k, v in saved.items() if k in names})
+    settings = {k: v for k, v in saved.items() if k in names}
+    return DecodeConfig(**{**settings, **{k: v for k, v in overrides.items() if v is not None}})
 
 
 def translate_cli(args: argparse.Namespace) -> int:
     """``attnlab translate CHECKPOINT``: stdin lines → stdout translations, one per line, written
     (and flushed) chunk by chunk as they are decoded, so Ctrl-C keeps every finished line."""
     translator, recipe = Translator.load(args.checkpoint, device=args.device)
-    decoding = dataclasses.replace(
-        checkpoint_decoding(recipe), beam_size=args.beam, length_penalty=args.length_penalty,
+    decoding = checkpoint_decoding(
+        recipe, beam_size=args.beam, length_penalty=args.length_penalty,
         batch_size=args.batch_size, max_len=args.max_len,
     )
     stdin = getattr(sys.stdin, "buffer", sys.stdin)  # bytes, so undecodable input is named
