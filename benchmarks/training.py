@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/training.py --only b --checkpoint runs/multi30k_de_en/final
 
 (a) One optimizer step of the ``configs/multi30k_de_en.toml`` model (pre-LN 3+3 layers,
-    d=256, 4 heads, ffn 1024, dropout 0.2, joint 8k BPE, shared and tied embeddings) on real
+    d=256, 4 heads, ffn 1024, the recipe's dropout, joint 8k BPE, shared and tied embeddings) on real
     Multi30k de→en batches (the recipe's token-budget batches, 4,096 tokens a side), against
     the same model built from ``torch.nn.Transformer`` (``norm_first=True``, ``batch_first``,
     embeddings × √d plus sinusoidal positions, tied output projection) with the same batches,
