@@ -37,6 +37,9 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     faults = int(out.stdout.strip().splitlines()[-1])
     if keep:
-        assert faults < 1000, f"{faults} page faults: freed memory was returned to the kernel"
+        # Returned to the kernel, the 20 tensors fault ~330k pages in again (the branch below).
+        # Kept, they fault none, except when the host reclaims a cold page range behind the
+        # process's back (Linux's DAMON, seen as one tensor's 16,384 pages now and then).
+        assert faults <= 3 * 16384, f"{faults} page faults: freed memory was returned to the kernel"
     else:
         assert faults > 100_000, f"only {faults} page faults without keep_freed_memory"
