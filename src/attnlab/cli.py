@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = _load(args._target)(args)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM
         signum = signal_of(interrupt)
-        print(f"{where}: interrupted by {'SIGTERM' if signum == 15 else 'SIGINT'}", file=sys.stderr)
+        print(f"{where}: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
         return exit_code(signum)
     except (ValueError, OSError, EOFError) as err:  # bad input, files, disks
         if debug:
