@@ -6,11 +6,13 @@
 * :mod:`~attnlab.attention.masks` — causal / padding masks and the masked softmax
 * :mod:`~attnlab.attention.core` — scaled dot-product attention, explicit and fused
 * :mod:`~attnlab.attention.additive` — Bahdanau's additive attention module
+* :mod:`~attnlab.attention.location` — location-aware scores (Chorowski et al. 2015)
 * :mod:`~attnlab.attention.multihead` — multi-head attention with a KV cache
 """
 
 from attnlab.attention.additive import AdditiveAttention
 from attnlab.attention.core import scaled_dot_product_attention, self_attention
+from attnlab.attention.location import LocationAwareScore
 from attnlab.attention.masks import (
     causal_mask,
     combine_masks,
@@ -42,6 +44,7 @@ __all__ = [
     "AdditiveAttention",
     "AdditiveScore",
     "BilinearScore",
+    "LocationAwareScore",
     "KVCache",
     "MultiHeadAttention",
     "average_pooling",

@@ -124,13 +124,16 @@ class AdditiveScore(nn.Module):
         self.w_v = nn.Linear(hidden_dim, 1, bias=False)
 
     def forward(self, q: Tensor, k: Tensor) -> Tensor:
+        return self.w_v(torch.tanh(self.hidden(q, k))).squeeze(-1)  # (..., n_q, n_k)
+
+    def hidden(self, q: Tensor, k: Tensor) -> Tensor:
+        """``W_q q + W_k k`` for every query-key pair, before the ``tanh``: ``(..., n_q, n_k, h)``."""
         check_query_key(q, k, same_width=False)
         _check_width("q", q, self.query_dim, "query_dim")
         _check_width("k", k, self.key_dim, "key_dim")
         q_h = self.w_q(q)  # (..., n_q, h)
         k_h = self.w_k(k)  # (..., n_k, h)
-        features = torch.tanh(q_h.unsqueeze(-2) + k_h.unsqueeze(-3))  # (..., n_q, n_k, h)
-        return self.w_v(features).squeeze(-1)  # (..., n_q, n_k)
+        return q_h.unsqueeze(-2) + k_h.unsqueeze(-3)  # (..., n_q, n_k, h)
 
 
 class BilinearScore(nn.Module):
