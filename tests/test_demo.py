@@ -63,6 +63,6 @@ def test_demo_translator_reaches_measured_bleu_floor(tmp_path):
     )
     results = json.loads((out / "results.json").read_text())
     assert results["sentences"] == 1000 and len(results["samples"]) == 5
-    assert (out / "cross_attention.png").stat().st_size > 10_000
+    assert (out / "alignment.png").stat().st_size > 10_000
     assert "BLEU" in proc.stdout and proc.stdout.count("  HYP ") == 5
     assert results["bleu"] >= DEMO_BLEU_FLOOR, results["bleu"]

@@ -136,7 +136,8 @@ def test_generate_rejects_a_translation_checkpoint(tmp_path: Path, capsys) -> No
     )
     Transformer(config).save_pretrained(tmp_path / "mt")
     assert run("generate", tmp_path / "mt", "--prompt", "ROMEO:") == 2
-    assert "not a language model" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "has model_type 'transformer'; generate takes gpt, lstm, lstmn checkpoints" in err
 
 
 def test_recipe_rejects_unknown_keys_by_name(tmp_path: Path, capsys) -> None:

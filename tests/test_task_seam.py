@@ -47,11 +47,11 @@ class CountingEval:
 @dataclass
 class CountingRecipe(Recipe):
     data: CountingData
-    model: ModelTable[GPTConfig]
+    model: ModelTable
     eval: CountingEval
 
     task_name = "counting"
-    model_config_class = GPTConfig
+    model_types = ("gpt",)
 
     @classmethod
     def model_stand_ins(cls, tables):
@@ -62,7 +62,6 @@ class CountingTask(Task):
     """Sequences 3, 4, 5, ... (mod 16): a GPT learns to count. Records what the driver did."""
 
     recipe_class = CountingRecipe
-    model_types = ("counting_gpt",)
 
     def prepare(self, resume):
         n = self.recipe.data.length
@@ -73,7 +72,7 @@ class CountingTask(Task):
 
     def build_model(self):
         self.calls.append("build_model")
-        return GPT(self.recipe.model.build(vocab_size=16, block_size=self.recipe.data.length))
+        return self.recipe.model.build_model(vocab_size=16, block_size=self.recipe.data.length)
 
     def train_data(self):
         return self.batches

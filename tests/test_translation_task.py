@@ -1,5 +1,5 @@
 """The translation task end to end through the CLI, on real Multi30k data with a tiny model:
-train → checkpoint (+ tokenizer, recipe.json) → results.json + heatmap; translate; evaluate."""
+train → checkpoint (+ tokenizer, recipe.json) → results.json + alignment picture; translate; evaluate."""
 
 import io
 import json
@@ -53,7 +53,7 @@ def run_dir(tmp_path_factory):
     return out
 
 
-def test_train_writes_checkpoint_metrics_results_heatmap(run_dir):
+def test_train_writes_checkpoint_metrics_results_alignment(run_dir):
     final = run_dir / "final"
     for name in ("model.safetensors", "config.json", "tokenizer.json", "recipe.json"):
         assert (final / name).is_file(), name
@@ -66,7 +66,7 @@ def test_train_writes_checkpoint_metrics_results_heatmap(run_dir):
     assert isinstance(results["bleu"], float) and 0.0 <= results["bleu"] <= 100.0
     assert results["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert results["sentences"] == 16 and len(results["samples"]) == 5
-    png = run_dir / "cross_attention.png"
+    png = run_dir / "alignment.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -10,6 +10,7 @@ SIGTERM 143 (a training run saves a resumable checkpoint first).
     attnlab evaluate CHECKPOINT [--split test_2016_flickr]
     attnlab generate CHECKPOINT --prompt "ROMEO:" --max-new-tokens 500
     attnlab plot RUN_DIR
+    attnlab plot-alignment CHECKPOINT --src "Ein Hund läuft." [--out alignment.png]
     attnlab demo
 """
 
@@ -118,6 +119,16 @@ def _finetune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sword-dir", default=None, help="SWORD library (default $SWORD_PATH, /usr/share/sword)")
 
 
+def _plot_alignment_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint directory of a translation model")
+    p.add_argument("--src", required=True, help="the source sentence to translate and draw")
+    p.add_argument("--out", default="alignment.png", help="picture file (default alignment.png)")
+    p.add_argument("--layer", type=int, default=-1,
+                   help="Transformer: the decoder layer drawn (default the last); RNN: one layer")
+    _decoding_args(p)
+    _device_arg(p)
+
+
 def _plot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a training run directory holding metrics.jsonl")
 
@@ -139,6 +150,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
     "finetune": ("fine-tune a GPT checkpoint as a classifier (Shakespeare vs KJV) against scratch",
                  "attnlab.tasks.finetune:cli", _finetune_args),
     "plot": ("draw loss, lr and BLEU curves of a run to PNG", "attnlab.tasks.commands:plot", _plot_args),
+    "plot-alignment": ("translate one sentence and draw its alignment (source x target)",
+                       "attnlab.tasks.commands:plot_alignment", _plot_alignment_args),
     "demo": ("train the demo translator (or --pooling) and save its pictures",
              "attnlab.labs.demo:cli", _demo_args),
 }

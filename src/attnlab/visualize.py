@@ -46,17 +46,20 @@ def draw_attention(
     y_labels: Sequence[str] | None = None,
     title: str | None = None,
     vmax: float | None = None,
+    cmap: str = "viridis",
+    axis_names: tuple[str, str] = ("keys", "queries"),
 ) -> AxesImage:
     """Draw one ``(n_q, n_k)`` weight matrix on a matplotlib ``ax``; return the image.
 
-    Keys run along x, queries down y. Labels are drawn when given (one per key / query).
+    Keys run along x, queries down y. Labels are drawn when given (one per key / query);
+    ``axis_names`` names the x and y axes.
     """
     w = _to_numpy(weights, 2, "(n_q, n_k)")
     n_q, n_k = w.shape
     _check_labels("x_labels", x_labels, n_k, "keys (columns)")
     _check_labels("y_labels", y_labels, n_q, "queries (rows)")
     image = ax.imshow(
-        w, cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest"
+        w, cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto", interpolation="nearest"
     )
     from matplotlib.ticker import MaxNLocator
 
@@ -67,8 +70,8 @@ def draw_attention(
             axis.set_ticks(range(n), labels=list(labels), fontsize=8)
     if x_labels is not None:
         ax.tick_params(axis="x", labelrotation=90)
-    ax.set_xlabel("keys")
-    ax.set_ylabel("queries")
+    ax.set_xlabel(axis_names[0])
+    ax.set_ylabel(axis_names[1])
     if title:
         ax.set_title(title)
     return image
@@ -114,16 +117,23 @@ def plot_attention_heads(
     y_labels: Sequence[str] | None = None,
     title: str | None = None,
     ncols: int | None = None,
+    panel_titles: Sequence[str] | None = None,
+    **draw: Any,
 ) -> Path:
     """Save a grid with one heatmap per head of ``(H, n_q, n_k)`` weights to ``path``.
 
     ``(1, H, n_q, n_k)`` (one batch element) is accepted too. All heads share one colour scale
-    so they can be compared. Returns ``path``.
+    so they can be compared. ``panel_titles`` (one per head; default ``head h``) and the
+    ``draw`` options of :func:`draw_attention` (``cmap``, ``axis_names``) style the panels.
+    Returns ``path``.
     """
     from matplotlib.figure import Figure
 
     w = _to_numpy(weights, 3, "(H, n_q, n_k)")
     heads, n_q, n_k = w.shape
+    titles = [f"head {h}" for h in range(heads)] if panel_titles is None else list(panel_titles)
+    if len(titles) != heads:
+        raise ValueError(f"panel_titles has {len(titles)} titles but the weights have {heads} heads")
     ncols = min(heads, 4) if ncols is None else ncols
     if ncols < 1:
         raise ValueError(f"ncols must be >= 1, got {ncols}")
@@ -137,10 +147,39 @@ def plot_attention_heads(
             ax.set_axis_off()
             continue
         image = draw_attention(
-            ax, w[h], x_labels=x_labels, y_labels=y_labels, title=f"head {h}", vmax=vmax
+            ax, w[h], x_labels=x_labels, y_labels=y_labels, title=titles[h], vmax=vmax, **draw
         )
     if heads:
         fig.colorbar(image, ax=list(axes[:heads]), label="attention weight")
     if title:
         fig.suptitle(title)
     return _save(fig, path)
+
+
+def plot_alignment(
+    weights: Any,
+    path: str | Path,
+    *,
+    source: Sequence[str],
+    target: Sequence[str],
+    title: str | None = None,
+) -> Path:
+    """Save the alignment of a translation, Bahdanau et al. (2015) Figure 3: source tokens
+    along x, target tokens down y, each weight ``α_ij`` as a grey level (white = 1).
+
+    ``weights`` ``(H, T, S)``: one layer's encoder-decoder attention, one matrix per head (an
+    RNN decoder's alignment is ``H = 1``). With several heads the grid shows their mean first,
+    then each head, on one scale. The one picture for every translation model (the task's
+    report, ``attnlab plot-alignment``). Returns ``path``.
+    """
+    w = _to_numpy(weights, 3, "(H, T, S)")
+    names = {"cmap": "gray", "axis_names": ("source", "target")}
+    if w.shape[0] > 1:
+        w = np.concatenate([w.mean(axis=0, keepdims=True), w])
+        titles = ["mean over heads", *(f"head {h}" for h in range(w.shape[0] - 1))]
+    else:
+        titles = ["alignment"]
+    return plot_attention_heads(
+        w, path, x_labels=source, y_labels=target, title=title, panel_titles=titles,
+        ncols=min(len(titles), 3), **names,
+    )

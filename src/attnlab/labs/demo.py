@@ -2,11 +2,11 @@
 
 By default it trains the small German→English translator of ``configs/multi30k_demo.toml``
 on Multi30k from scratch (from ``$ATTNLAB_DATA/multi30k``), then prints sacreBLEU and chrF on
-``test_2016_flickr`` with their signatures and five sample translations, and saves a
-cross-attention heatmap of one test sentence — all into ``--out`` (default ``runs/demo``,
-replaced on each run: it is the demo's own directory). ``--pooling`` runs the seconds-long
-attention-pooling lab of López et al. (Attention Mechanisms) (:mod:`attnlab.labs.pooling`)
-instead.
+``test_2016_flickr`` with their signatures and five sample translations, and saves the
+alignment picture of one test sentence (the last decoder layer's cross-attention) — all into
+``--out`` (default ``runs/demo``, replaced on each run: it is the demo's own directory).
+``--pooling`` runs the seconds-long attention-pooling lab of López et al. (Attention
+Mechanisms) (:mod:`attnlab.labs.pooling`) instead.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ by the ``model_type`` its checkpoints carry.
 * :class:`Transformer`, :class:`TransformerConfig` — encoder-decoder (translation)
 * :class:`GPT`, :class:`GPTConfig` — decoder-only language model
 * :class:`Encoder`, :class:`EncoderConfig` — BERT-style encoder (sentence embeddings)
+* :class:`RNNSeq2Seq`, :class:`AttentionSeq2Seq` (and configs) — RNN encoder-decoders: Cho
+  et al. 2014's fixed context, Bahdanau / Luong / location-aware attention
+* :class:`LSTMLM`, :class:`LSTMN` (and configs) — recurrent language models: the LSTM
+  baseline and Cheng et al. 2016's LSTMN (intra-attention over its own past states)
 * :class:`GPTForSequenceClassification`, :class:`GPTClassifierConfig` — a GPT fine-tuned
   with a classification head (GPT-1-style transfer)
 
@@ -18,24 +22,36 @@ from attnlab.models.base import (
     MODEL_TYPES,
     ModelCache,
     PretrainedModel,
+    StateCache,
     load_pretrained,
     register_model,
 )
 from attnlab.models.classifier import GPTClassifierConfig, GPTForSequenceClassification
 from attnlab.models.encoder import Encoder, EncoderConfig
 from attnlab.models.gpt import GPT, GPTConfig
+from attnlab.models.lstmn import LSTMLM, LSTMN, LSTMConfig, LSTMNConfig
+from attnlab.models.rnn import AttentionSeq2Seq, AttentionSeq2SeqConfig, RNNSeq2Seq, RNNSeq2SeqConfig
 from attnlab.models.transformer import Transformer, TransformerConfig
 
 __all__ = [
     "GPT",
+    "AttentionSeq2Seq",
+    "AttentionSeq2SeqConfig",
     "MODEL_TYPES",
     "Encoder",
     "EncoderConfig",
     "GPTClassifierConfig",
     "GPTConfig",
     "GPTForSequenceClassification",
+    "LSTMConfig",
+    "LSTMLM",
+    "LSTMN",
+    "LSTMNConfig",
     "ModelCache",
     "PretrainedModel",
+    "RNNSeq2Seq",
+    "RNNSeq2SeqConfig",
+    "StateCache",
     "Transformer",
     "TransformerConfig",
     "load_pretrained",

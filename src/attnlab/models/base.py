@@ -125,3 +125,20 @@ class ModelCache(list):
         for entry in self:
             for cache in entry if isinstance(entry, tuple) else (entry,):
                 cache.reorder(index)
+
+
+class StateCache(dict):
+    """The decoding state of a recurrent model: named tensors, batch first (a decoder state,
+    projected keys, the previous alignment, memory tapes).
+
+    ``offset`` is the number of positions already decoded; :meth:`reorder` keeps batch rows
+    ``index`` of every tensor (beam search), as :class:`ModelCache` does for KV caches.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.offset = 0
+
+    def reorder(self, index: Tensor) -> None:
+        for name, value in self.items():
+            self[name] = value.index_select(0, index)

@@ -5,7 +5,7 @@ trainer (:class:`~attnlab.training.Trainer`) does the rest the same way for ever
 batches moved to the model's device, bf16 autocast for that device, checkpoints, resume,
 metrics, progress. A task registers itself where it is defined (:func:`register_task`), so
 ``attnlab train --config R`` finds it by the recipe's ``task = "..."`` and ``attnlab
-evaluate CKPT`` by the checkpoint's ``model_type`` (:attr:`Task.model_types`).
+evaluate CKPT`` by the checkpoint's ``model_type`` (the recipe class's ``model_types``).
 
     recipe dict ─ Recipe.from_dict ─▶ Task(recipe, run_dir)
                  task.prepare(resume)             data, tokenizers
@@ -58,13 +58,13 @@ class EvaluateRequest:
 class Task(ABC):
     """One kind of training job (translation, language modelling, ...), driven by a recipe.
 
-    Subclasses set ``recipe_class`` (its ``task_name`` names the task) and ``model_types``
-    (the checkpoints ``attnlab evaluate`` scores with this task), and implement the abstract
-    methods. ``self.recipe``, ``self.run_dir``, ``self.data_dir`` and ``self.device`` are set.
+    Subclasses set ``recipe_class`` (its ``task_name`` names the task, its ``model_types`` the
+    models the task trains and the checkpoints ``attnlab evaluate`` scores with it), and
+    implement the abstract methods. ``self.recipe``, ``self.run_dir``, ``self.data_dir`` and
+    ``self.device`` are set.
     """
 
     recipe_class: ClassVar[type[Recipe]]
-    model_types: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self, recipe: Recipe, run_dir: str | Path, *, data_dir: str | None = None,
@@ -112,7 +112,7 @@ class Task(ABC):
     @classmethod
     @abstractmethod
     def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
-        """Score a checkpoint of one of ``model_types`` (the ``attnlab evaluate`` command)."""
+        """Score a checkpoint of one of the recipe's ``model_types`` (``attnlab evaluate``)."""
 
     @classmethod
     @abstractmethod
@@ -151,9 +151,9 @@ def task_for_checkpoint(checkpoint: str | Path) -> type[Task]:
     """The task that scores checkpoints of this checkpoint's ``model_type``."""
     model_type = load_config(checkpoint).get("model_type")
     for cls in TASKS.values():
-        if model_type in cls.model_types:
+        if model_type in cls.recipe_class.model_types:
             return cls
-    known = [t for cls in TASKS.values() for t in cls.model_types]
+    known = [t for cls in TASKS.values() for t in cls.recipe_class.model_types]
     raise ValueError(
         f"checkpoint {checkpoint} has model_type {model_type!r}; this command takes "
         f"{' or '.join(known)} checkpoints"

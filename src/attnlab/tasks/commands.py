@@ -1,8 +1,8 @@
 """The CLI's task commands: each reads its arguments and calls the task that fits.
 
 ``train`` dispatches on the recipe's ``task``; ``evaluate`` on the checkpoint's ``model_type``
-(each task lists the model types it scores); ``translate`` and ``generate`` belong to one task
-each and refuse the other checkpoints by name.
+(each task lists the model types it scores); ``translate``, ``plot-alignment`` and ``generate``
+belong to one task each and refuse the other checkpoints in one line.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from attnlab.checkpoint import resolve_resume, run_dir_of
+from attnlab.checkpoint import load_config, resolve_resume, run_dir_of
 from attnlab.config import apply_overrides
-from attnlab.tasks import EvaluateRequest, load_recipe, task_for_checkpoint
+from attnlab.tasks import EvaluateRequest, Task, load_recipe, task_for_checkpoint
 from attnlab.tasks import train as train_task
 from attnlab.tasks.base import saved_recipe
 from attnlab.tasks.language_model import LanguageModelTask, generate_cli
-from attnlab.tasks.translation import TranslationTask, translate_cli
+from attnlab.tasks.translation import TranslationTask, Translator, checkpoint_decoding, translate_cli
 
 
 def train(args: argparse.Namespace) -> int:
@@ -36,10 +36,35 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
+def require(checkpoint: str, task: type[Task], command: str) -> None:
+    """Refuse, in one line, a checkpoint whose model ``task`` does not train (``translate``
+    given a language model, ...), naming its model type and the ones ``command`` takes."""
+    model_type = load_config(checkpoint).get("model_type")
+    if model_type not in task.recipe_class.model_types:
+        takes = ", ".join(task.recipe_class.model_types)
+        raise ValueError(
+            f"checkpoint {checkpoint} has model_type {model_type!r}; {command} takes {takes} checkpoints"
+        )
+
+
 def translate(args: argparse.Namespace) -> int:
-    if task_for_checkpoint(args.checkpoint) is not TranslationTask:
-        raise ValueError(f"checkpoint {args.checkpoint} is not a translation model (model_type transformer)")
+    require(args.checkpoint, TranslationTask, "translate")
     return translate_cli(args)
+
+
+def plot_alignment(args: argparse.Namespace) -> int:
+    """``attnlab plot-alignment CKPT --src TEXT``: translate TEXT and draw where each output
+    token attended (Bahdanau et al. 2015, Figure 3)."""
+    require(args.checkpoint, TranslationTask, "plot-alignment")
+    translator, recipe = Translator.load(args.checkpoint, device=args.device)
+    decoding = checkpoint_decoding(recipe, beam_size=args.beam, length_penalty=args.length_penalty)
+    source = args.src.strip()
+    if not source:
+        raise ValueError("--src must hold a sentence to translate, got an empty one")
+    (translation,) = translator.translate([source], decoding)
+    path = translator.plot_alignment(source, translation, args.out, layer=args.layer)
+    print(f"{translation}\nalignment picture: {path}", flush=True)
+    return 0
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -53,8 +78,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    if task_for_checkpoint(args.checkpoint) is not LanguageModelTask:
-        raise ValueError(f"checkpoint {args.checkpoint} is not a language model (model_type gpt)")
+    require(args.checkpoint, LanguageModelTask, "generate")
     return generate_cli(args)
 
 

@@ -7,16 +7,9 @@ the text trains, the rest validates; training batches are random contiguous wind
 (:class:`~attnlab.data.LMDataset`); AdamW with decay / no-decay groups, warmup + cosine,
 gradient clipping (the :class:`~attnlab.training.Trainer`).
 
-A recipe (``configs/shakespeare_char.toml``) maps 1:1 onto :class:`LMRecipe`::
-
-    task = "language_model"
-    [data]   corpus, tokenizer ("char" | "bpe"), vocab_size (bpe), train_fraction,
-             block_size, batch_size, seed
-    [model]  GPTConfig fields except vocab_size (from the tokenizer) and block_size (from data)
-    [optim]  OptimConfig fields: lr, min_lr, warmup, decay_steps (default train.max_steps),
-             weight_decay, decay_embeddings, betas (AdamW and warmup + cosine by default)
-    [train]  TrainConfig fields (max_steps is required: the windows never run out)
-    [eval]   eval_iters (random val windows per periodic eval), sample_chars
+A recipe (``configs/shakespeare_char.toml``) maps 1:1 onto :class:`LMRecipe`
+(:mod:`attnlab.tasks.lm_recipe`); its ``[model] type`` picks the model: a GPT by default, or
+the recurrent ``lstm`` / ``lstmn`` of Cheng et al. (2016), trained the same way.
 
 The final ``val_loss`` in ``results.json`` (and ``attnlab evaluate``) covers the whole
 validation text in non-overlapping ``block_size`` windows; perplexity is ``exp`` of it, per
@@ -26,11 +19,11 @@ token (per character for ``tokenizer = "char"``).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,88 +35,16 @@ from attnlab.checkpoint import ExtraFiles, load_config, read_json_object, resolv
 from attnlab.config import from_dict
 from attnlab.data import CharTokenizer, LMDataset, Tokenizer, load_tinyshakespeare, load_tokenizer
 from attnlab.data.tokenizers import SPECIAL_TOKENS, AnyTokenizer
+from attnlab.devices import model_device
 from attnlab.evaluation import perplexity
 from attnlab.generation import sample
-from attnlab.models import GPT, GPTConfig
+from attnlab.generation.state import inference
+from attnlab.models import load_pretrained
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
-from attnlab.tasks.recipe import RECIPE_FILE, ModelTable, Recipe
-from attnlab.training import OptimConfig, TrainResult
+from attnlab.tasks.lm_recipe import LMData, LMRecipe
+from attnlab.tasks.recipe import RECIPE_FILE
+from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
-from attnlab.validation import check_choice, check_positive
-
-TOKENIZERS = ("char", "bpe")
-CORPORA = ("tinyshakespeare",)
-
-
-@dataclass
-class LMData:
-    """``[data]``: corpus, tokenizer and windows."""
-
-    corpus: str = "tinyshakespeare"
-    tokenizer: str = "char"
-    vocab_size: int = 2048  # BPE only
-    train_fraction: float = 0.9
-    block_size: int = 256
-    batch_size: int = 64
-    seed: int = 1337
-
-    def __post_init__(self) -> None:
-        check_choice("data.corpus", self.corpus, CORPORA)
-        check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
-        if not 0.0 < self.train_fraction < 1.0:
-            raise ValueError(f"data.train_fraction must be in (0, 1), got {self.train_fraction}")
-        for name in ("block_size", "batch_size", "vocab_size"):
-            check_positive(f"data.{name}", getattr(self, name))
-
-
-@dataclass
-class LMOptim(OptimConfig):
-    """``[optim]``: :class:`~attnlab.training.OptimConfig`, by default AdamW (decay / no-decay
-    groups, β = (0.9, 0.99), weight decay 0.1) with linear warmup and cosine decay to 1e-4."""
-
-    min_lr: float = 1e-4
-    weight_decay: float = 0.1
-    betas: list[float] | None = field(default_factory=lambda: [0.9, 0.99])
-
-
-@dataclass
-class LMEval:
-    """``[eval]``: random validation windows per periodic evaluation; the sample (its length in
-    tokens, seed, temperature and top-k) written to ``results.json``."""
-
-    eval_iters: int = 20
-    sample_chars: int = 300
-    sample_seed: int = 0
-    temperature: float = 0.8
-    top_k: int | None = 200
-
-    def __post_init__(self) -> None:
-        check_positive("eval.eval_iters", self.eval_iters)
-        check_positive("eval.sample_chars", self.sample_chars)
-        check_positive("eval.temperature", self.temperature, allow_zero=True)
-        if self.top_k is not None:
-            check_positive("eval.top_k", self.top_k)
-
-
-@dataclass
-class LMRecipe(Recipe):
-    """A whole language-model recipe (one TOML file)."""
-
-    data: LMData
-    model: ModelTable[GPTConfig]
-    optim: LMOptim
-    eval: LMEval
-
-    task_name = "language_model"
-    model_config_class = GPTConfig
-
-    @classmethod
-    def model_stand_ins(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
-        return {"vocab_size": 1, "block_size": tables["data"].block_size}
-
-    def check(self) -> None:
-        if self.train.max_steps is None:
-            raise ValueError("train.max_steps must be set: language-model windows never run out")
 
 
 # ----------------------------------------------------------------------------- data
@@ -182,23 +103,23 @@ def full_val_loss(model: nn.Module, val_tokens: Tensor, block_size: int) -> dict
 
 # ----------------------------------------------------------------------------- generation
 class _NoSpecials(nn.Module):
-    """Generation view of a GPT that never draws ``<pad>/<bos>/<eos>/<unk>``: plain text
-    has none of them as targets, so they are masked out of the next-token logits."""
+    """Generation view of a language model that never draws ``<pad>/<bos>/<eos>/<unk>``: plain
+    text has none of them as targets, so they are masked out of the next-token logits."""
 
-    def __init__(self, gpt: GPT) -> None:
+    def __init__(self, model: nn.Module) -> None:
         super().__init__()
-        self.gpt, self.config = gpt, gpt.config
+        self.model, self.config = model, model.config
 
     def new_cache(self):
-        return self.gpt.new_cache()
+        return self.model.new_cache()
 
     def forward(self, idx: Tensor, *, cache=None) -> Tensor:
-        logits = self.gpt(idx, cache=cache)  # (B, n, V)
+        logits = self.model(idx, cache=cache)  # (B, n, V)
         return logits.index_fill(-1, torch.arange(len(SPECIAL_TOKENS), device=idx.device), -math.inf)
 
 
 def generate_text(
-    model: GPT,
+    model: nn.Module,
     tokenizer: AnyTokenizer,
     prompt: str,
     max_new_tokens: int,
@@ -258,13 +179,40 @@ class TextStream:
             self.sent = len(text)
 
 
+# ----------------------------------------------------------------------------- pictures
+def attention_line(text: str, shortest: int = 30, longest: int = 60) -> str:
+    """The first line of ``text`` of ``shortest`` to ``longest`` characters (else its start)."""
+    for line in text.splitlines():
+        if shortest <= len(line.strip()) <= longest:
+            return line.strip()
+    return text[:longest]
+
+
+def plot_self_attention(model: nn.Module, tokenizer: AnyTokenizer, line: str, path: Path) -> Path | None:
+    """Where the model looks back while reading ``line``: the last layer's self-attention (mean
+    over heads; an LSTMN's intra-attention over its tape, Cheng et al. 2016 Figure 1), rows the
+    token read, columns the earlier tokens. ``None`` for a model without attention (an LSTM)."""
+    if "return_weights" not in inspect.signature(model.forward).parameters:
+        return None
+    from attnlab.visualize import plot_attention
+
+    ids = tokenizer.encode(line)
+    idx = torch.tensor([ids[-model.config.block_size :]], device=model_device(model))  # (1, n)
+    with inference(model):
+        _, weights = model(idx, return_weights=True)
+    labels = tokenizer.token_strings(idx[0].tolist())
+    return plot_attention(
+        weights[-1][0].mean(dim=0), path, x_labels=labels, y_labels=labels,
+        title=f"{model.model_type}: attention while reading (last layer)",
+    )
+
+
 # ----------------------------------------------------------------------------- the task
 @register_task
 class LanguageModelTask(Task):
     """A GPT on tinyshakespeare (see the module docstring)."""
 
     recipe_class = LMRecipe
-    model_types = ("gpt",)
     recipe: LMRecipe
 
     def prepare(self, resume: Path | None) -> None:
@@ -274,6 +222,7 @@ class LanguageModelTask(Task):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         text = load_tinyshakespeare(self.data_dir)
         train_text, val_text = split_text(text, d.train_fraction)
+        self.val_text = val_text
         if resume is not None:
             self.tokenizer = load_tokenizer(resolve_resume(resume))
         else:
@@ -289,13 +238,15 @@ class LanguageModelTask(Task):
         windows = LMDataset(self.val_ids, d.block_size, seed=d.seed)
         self.eval_batches = [windows.get_batch(d.batch_size) for _ in range(self.recipe.eval.eval_iters)]
 
-    def build_model(self) -> GPT:
+    def build_model(self) -> nn.Module:
+        """The recipe's ``[model] type`` (a GPT by default; ``lstm``, ``lstmn``)."""
         data = self.recipe.data
-        return GPT(self.recipe.model.build(vocab_size=self.tokenizer.vocab_size, block_size=data.block_size))
+        return self.recipe.model.build_model(vocab_size=self.tokenizer.vocab_size, block_size=data.block_size)
 
     def describe(self, model: nn.Module) -> str:
         return (
-            f"GPT: {model.num_parameters():,} parameters, vocabulary {self.tokenizer.vocab_size}, "
+            f"{model.model_type}: {model.num_parameters():,} parameters, "
+            f"vocabulary {self.tokenizer.vocab_size}, "
             f"{self.train_ids.numel():,} train / {self.val_ids.numel():,} val tokens"
         )
 
@@ -320,8 +271,12 @@ class LanguageModelTask(Task):
             model, self.tokenizer, "\n", ev.sample_chars,
             temperature=ev.temperature, top_k=ev.top_k, seed=ev.sample_seed,
         )[: ev.sample_chars]
+        picture = plot_self_attention(
+            model, self.tokenizer, attention_line(self.val_text), self.run_dir / "attention.png"
+        )
         results = {
             **final,
+            "attention_picture": None if picture is None else str(picture),
             "wall_time_s": result.seconds,
             "steps": result.step,
             "stopped": result.stopped,
@@ -334,6 +289,8 @@ class LanguageModelTask(Task):
             f"val loss {final['val_loss']:.4f} (whole validation split), perplexity "
             f"{final['perplexity']:.3f}, {result.step} steps in {result.seconds:.1f} s ({result.stopped})"
         )
+        if picture is not None:
+            print(f"attention over a line of the validation text: {picture}")
         print(f"checkpoint: {result.last_checkpoint}\nsample:\n{text}", flush=True)
         return results
 
@@ -352,11 +309,15 @@ class LanguageModelTask(Task):
         return f"val loss {scores['val_loss']:.4f}  perplexity {scores['perplexity']:.4f}"
 
 
-def load_lm(checkpoint: str | Path, *, device: str | torch.device = "cpu") -> tuple[GPT, AnyTokenizer]:
-    """A GPT checkpoint and its tokenizer."""
-    if load_config(checkpoint).get("model_type") != GPT.model_type:
-        raise ValueError(f"checkpoint {checkpoint} is not a language model (model_type gpt)")
-    return GPT.from_pretrained(checkpoint, device=device), load_tokenizer(checkpoint)
+def load_lm(checkpoint: str | Path, *, device: str | torch.device = "cpu") -> tuple[nn.Module, AnyTokenizer]:
+    """A language-model checkpoint (any of :attr:`LMRecipe.model_types`) and its tokenizer."""
+    model_type = load_config(checkpoint).get("model_type")
+    if model_type not in LMRecipe.model_types:
+        raise ValueError(
+            f"checkpoint {checkpoint} has model_type {model_type!r}; a language model is one of "
+            f"{', '.join(LMRecipe.model_types)}"
+        )
+    return load_pretrained(checkpoint, device=device), load_tokenizer(checkpoint)
 
 
 def _checkpoint_data(checkpoint: Path) -> LMData:

@@ -4,13 +4,15 @@ Every recipe has the same shape::
 
     task = "translation"          # which Task trains it (attnlab.tasks)
     [data]   the task's data table           (a dataclass of the task)
-    [model]  the model config's fields, except the ones the data fixes (vocabulary sizes, ...)
+    [model]  type = "..." (one of the recipe's model types; default the first) and that model
+             config's fields, except the ones the data fixes (vocabulary sizes, ...)
     [optim]  attnlab.training.OptimConfig    (optimizer and learning-rate schedule)
     [train]  attnlab.training.TrainConfig    (steps, evaluation, checkpoints, bf16, seed)
     [eval]   the task's evaluation table     (a dataclass of the task)
 
 :meth:`Recipe.from_dict` rejects an unknown table or key by name, checks every value (the
-``[model]`` table against the model's config class, through :class:`ModelTable`) and then the
+``[model]`` table against the config class of the model type it names, through
+:class:`ModelTable`) and then the
 settings that contradict one another (:meth:`Recipe.check`), all before any data is read. The
 parsed recipe is saved as ``recipe.json`` into every checkpoint.
 """
@@ -24,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from attnlab.config import from_dict, unknown_key_error
+from attnlab.models import MODEL_TYPES  # importing the models registers them
 from attnlab.training import OptimConfig, TrainConfig
+from attnlab.validation import check_choice
 
 C = TypeVar("C")
 R = TypeVar("R", bound="Recipe")
@@ -38,21 +42,29 @@ FIXED_ON_RESUME = (
 
 
 class ModelTable(Generic[C]):
-    """A recipe's ``[model]`` table: fields of the model config class ``C`` except ``fixed``,
-    the ones the data decides (a vocabulary size comes from the tokenizer).
+    """A recipe's ``[model]`` table: ``type`` names the model (one of ``choices``, registered
+    model types; default the first), the other keys are fields of that model's config class
+    ``C`` except ``fixed``, the ones the data decides (a vocabulary size comes from the
+    tokenizer).
 
     The table is checked when the recipe is read, by building ``C`` with stand-in values for
     the fixed fields; its attributes read the resolved settings, defaults included
-    (``recipe.model.d_model``). :meth:`build` makes the real config once the data is known.
+    (``recipe.model.d_model``). :meth:`build` makes the real config once the data is known and
+    :meth:`build_model` the model.
     """
 
-    def __init__(self, config_class: type[C], table: Mapping[str, Any], stand_ins: Mapping[str, Any]):
+    def __init__(self, choices: tuple[str, ...], table: Mapping[str, Any], stand_ins: Mapping[str, Any]):
         if not isinstance(table, Mapping):
             raise ValueError(f"[model] must be a table, got {table!r}")
+        table = dict(table)
+        self.named_type = "type" in table  # saved back only when the recipe named it
+        self.type = table.pop("type", choices[0])
+        check_choice("[model] type", self.type, choices)
         for key in stand_ins:
             if key in table:
                 raise ValueError(f"[model] key {key!r} is set from the data; remove it")
-        self.config_class, self.table, self.fixed = config_class, dict(table), tuple(stand_ins)
+        self.model_class = MODEL_TYPES[self.type]
+        self.config_class, self.table, self.fixed = self.model_class.config_class, table, tuple(stand_ins)
         self._resolved = self.build(**stand_ins)
 
     def build(self, **fixed: Any) -> C:
@@ -62,27 +74,33 @@ class ModelTable(Generic[C]):
         except (TypeError, ValueError) as err:
             raise ValueError(f"[model]: {err}") from err
 
+    def build_model(self, **fixed: Any) -> Any:
+        """A fresh model of the table's ``type`` (its config: :meth:`build` of ``fixed``)."""
+        return self.model_class(self.build(**fixed))
+
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name in ("config_class", "table", "fixed"):
+        if name.startswith("_") or name in ("config_class", "table", "fixed", "type", "model_class"):
             raise AttributeError(name)
         if name in self.fixed:
             raise AttributeError(f"[model] {name} is set from the data, not by the recipe")
         return getattr(self._resolved, name)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.table)
+        return {"type": self.type, **self.table} if self.named_type else dict(self.table)
 
     def __repr__(self) -> str:
-        return f"ModelTable({self.config_class.__name__}, {self.table!r})"
+        return f"ModelTable({self.type!r}, {self.table!r})"
 
 
 @dataclass
 class Recipe:
     """The tables every recipe has; a task's recipe class adds ``data``, ``model`` and ``eval``.
 
-    ``task_name`` is the ``task = "..."`` the recipe must carry. A ``model`` field typed
-    :class:`ModelTable` is checked against ``model_config_class``, with the stand-ins
-    :meth:`model_stand_ins` gives for the fields the data fixes.
+    ``task_name`` is the ``task = "..."`` the recipe must carry. ``model_types`` are the
+    registered model types its ``[model]`` table may name with ``type`` (the first is the
+    default); they are also the checkpoints ``attnlab evaluate`` scores with the task. A
+    ``model`` field typed :class:`ModelTable` is checked against the named type's config
+    class, with the stand-ins :meth:`model_stand_ins` gives for the fields the data fixes.
     """
 
     task: str
@@ -90,7 +108,7 @@ class Recipe:
     optim: OptimConfig
 
     task_name: ClassVar[str] = ""
-    model_config_class: ClassVar[type | None] = None
+    model_types: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def from_dict(cls: type[R], raw: Mapping[str, Any]) -> R:
@@ -114,7 +132,7 @@ class Recipe:
         if "model" in tables or "model" not in names:
             recipe = cls(task=cls.task_name, **tables)
         else:
-            model = ModelTable(cls.model_config_class, raw.get("model", {}), cls.model_stand_ins(tables))
+            model = ModelTable(cls.model_types, raw.get("model", {}), cls.model_stand_ins(tables))
             recipe = cls(task=cls.task_name, model=model, **tables)
         recipe.optim.check_steps(recipe.train.max_steps)
         recipe.check()
@@ -135,6 +153,7 @@ class Recipe:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if isinstance(value, ModelTable):
+                out[f"{f.name}.type"] = value.type
                 value = value._resolved
             if dataclasses.is_dataclass(value):
                 out.update({f"{f.name}.{k}": v for k, v in dataclasses.asdict(value).items()})

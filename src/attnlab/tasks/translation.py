@@ -8,7 +8,7 @@ Multi30k (Ba (CSC413 Lecture 8), "Transformer Machine Translation"; Vaswani et a
 Training reads the corpus, learns BPE, trains with label-smoothed cross-entropy (validation:
 loss and greedy BLEU), averages the last checkpoints into ``RUN_DIR/final``, decodes the test
 split with beam search, prints sacreBLEU / chrF with their signatures and sample translations,
-writes ``results.json`` and a cross-attention heatmap. Every checkpoint carries its tokenizer
+writes ``results.json`` and the alignment picture of one test sentence. Every checkpoint carries its tokenizer
 files and ``recipe.json`` (language pair, decoding settings), so the other commands need only
 the directory.
 """
@@ -37,7 +37,6 @@ from attnlab.data import (
     train_bpe,
 )
 from attnlab.evaluation import bleu, chrf
-from attnlab.models import Transformer
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
 from attnlab.tasks.translation_recipe import DecodeConfig, TranslationRecipe
 from attnlab.tasks.translator import Translator, read_chunks, translate
@@ -66,10 +65,11 @@ def _limit(pairs: list, n: int) -> list:
 
 @register_task
 class TranslationTask(Task):
-    """Multi30k translation with a :class:`~attnlab.models.Transformer` (see the module doc)."""
+    """Multi30k translation with the ``[model] type`` of the recipe: a
+    :class:`~attnlab.models.Transformer` by default, or an RNN encoder-decoder (see the module
+    doc)."""
 
     recipe_class = TranslationRecipe
-    model_types = ("transformer",)
     recipe: TranslationRecipe
 
     def prepare(self, resume: Path | None) -> None:
@@ -101,7 +101,7 @@ class TranslationTask(Task):
         (in subwords; a target counts its ``<bos>``) must fit ``model.max_len`` — checked before
         the first step, not at the first evaluation."""
         model = self.recipe.model
-        if model.positional != "learned":
+        if getattr(model, "positional", None) != "learned":
             return
         sides = {
             "training source": self.train_set.src, "training target": self.train_set.tgt,
@@ -122,12 +122,12 @@ class TranslationTask(Task):
     def _loader(data: TranslationDataset, sampler: TokenBatchSampler) -> torch.utils.data.DataLoader:
         return torch.utils.data.DataLoader(data, batch_sampler=sampler, collate_fn=data.collate)
 
-    def build_model(self) -> Transformer:
+    def build_model(self) -> nn.Module:
+        """The recipe's ``[model] type`` (a Transformer by default) for the tokenizers."""
         src, tgt = self.src_tok, self.tgt_tok
-        config = self.recipe.model.build(
+        return self.recipe.model.build_model(
             src_vocab_size=src.vocab_size, tgt_vocab_size=tgt.vocab_size, pad_id=tgt.pad_id
         )
-        return Transformer(config)
 
     def describe(self, model: nn.Module) -> str:
         return (
@@ -164,7 +164,7 @@ class TranslationTask(Task):
 
     def report(self, model: nn.Module, result: TrainResult) -> dict[str, Any]:
         """Average the last checkpoints into ``final/``, beam-decode the test split, print the
-        scores and samples, write ``results.json`` and the cross-attention heatmap."""
+        scores and samples, write ``results.json`` and the alignment picture."""
         print(f"training stopped ({result.stopped}) at step {result.step}; last eval {result.last_eval}")
         found = last_checkpoints(self.run_dir, self.recipe.eval.average_last)
         model.load_state_dict(average_checkpoints(found))  # paper §6.1
@@ -186,19 +186,18 @@ class TranslationTask(Task):
         for sample in samples:
             print(f"  SRC {sample['source']}\n  REF {sample['reference']}\n  HYP {sample['hypothesis']}")
         index = min(ev.heatmap_index, len(pairs) - 1)
-        picture = self.run_dir / "cross_attention.png"
-        heatmap = translator.plot_cross_attention(sources[index], hyps[index], picture)
+        picture = translator.plot_alignment(sources[index], hyps[index], self.run_dir / "alignment.png")
         results = {
             "split": ev.test_split, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
             "beam_size": ev.beam_size, "length_penalty": ev.length_penalty, "sentences": len(pairs),
             **scores,
-            "checkpoint": str(final), "heatmap": str(heatmap),
+            "checkpoint": str(final), "alignment": str(picture),
             "wall_s": round(time.perf_counter() - self.start, 1),  # data + BPE + training + decoding
             "samples": samples,
         }
         path = self.run_dir / "results.json"
         path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-        print(f"results: {path}\ncross-attention heatmap: {heatmap}\ncheckpoint: {final}", flush=True)
+        print(f"results: {path}\nalignment picture: {picture}\ncheckpoint: {final}", flush=True)
         print(f"wall time: {results['wall_s'] / 60:.1f} min (data, BPE, training, averaging, decoding)")
         return results
 

@@ -5,13 +5,15 @@ A recipe file looks like::
 
     task = "translation"
     [data]   corpus, src_lang, tgt_lang, vocab_size, joint_vocab, max_len, max_tokens, ...
-    [model]  TransformerConfig fields except the vocabulary sizes and pad id (the tokenizer's)
+    [model]  type = "transformer" (default), "attention_seq2seq" or "rnn_seq2seq", and that
+             model config's fields except the vocabulary sizes and pad id (the tokenizer's)
     [optim]  OptimConfig fields (optimizer, lr, schedule, warmup, ...) and label_smoothing
     [train]  TrainConfig fields (attnlab.training.TrainConfig)
     [eval]   beam_size, length_penalty, max_len_a, max_len_b, average_last, val_bleu, ...
 
 Every table rejects an unknown key by name, the model table included: it is checked against
-:class:`~attnlab.models.TransformerConfig` when the recipe is read (:mod:`attnlab.tasks.recipe`).
+the config class of its ``type`` (:class:`~attnlab.models.TransformerConfig`, ...) when the
+recipe is read (:mod:`attnlab.tasks.recipe`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnlab.data import SPLITS
-from attnlab.models import TransformerConfig
 from attnlab.tasks.recipe import ModelTable, Recipe
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive, check_probability
@@ -125,12 +126,12 @@ class TranslationRecipe(Recipe):
     """A whole translation recipe (see the module docstring)."""
 
     data: TranslationData
-    model: ModelTable[TransformerConfig]
+    model: ModelTable
     optim: TranslationOptim
     eval: TranslationEval
 
     task_name = "translation"
-    model_config_class = TransformerConfig
+    model_types = ("transformer", "attention_seq2seq", "rnn_seq2seq")
 
     @classmethod
     def model_stand_ins(cls, tables: dict[str, Any]) -> dict[str, Any]:
@@ -147,5 +148,5 @@ class TranslationRecipe(Recipe):
                 f"eval.average_last={ev.average_last} needs train.keep_last_k >= {ev.average_last} "
                 f"(or 0 = keep all), got {train.keep_last_k}"
             )
-        if self.model.share_embeddings and not self.data.joint_vocab:
+        if getattr(self.model, "share_embeddings", False) and not self.data.joint_vocab:
             raise ValueError("[model] share_embeddings = true needs data.joint_vocab = true")

@@ -3,7 +3,8 @@
 :func:`translate` encodes sources as in training (no ``<bos>``/``<eos>``), decodes them with
 beam search or greedily (:mod:`attnlab.generation`) and detokenizes. :class:`Translator` holds
 a model and its two tokenizers, loads them from a checkpoint directory and draws the
-encoder-decoder attention picture of Ba (CSC413 Lecture 8), "Transformer Machine Translation".
+alignment of a translation (Bahdanau et al. 2015, Figure 3; the encoder-decoder attention of
+Ba (CSC413 Lecture 8), "Transformer Machine Translation").
 :func:`read_chunks` feeds it a stream (stdin) chunk by chunk, so output can follow input.
 """
 
@@ -24,6 +25,7 @@ from attnlab.data import load_tokenizers
 from attnlab.data.tokenizers import AnyTokenizer
 from attnlab.devices import model_device
 from attnlab.generation import beam_search, greedy_search
+from attnlab.generation.state import inference
 from attnlab.models import load_pretrained
 from attnlab.tasks.recipe import RECIPE_FILE
 
@@ -107,35 +109,36 @@ class Translator:
         """:func:`translate` with the settings of ``decoding``."""
         return translate(self.model, self.src_tok, self.tgt_tok, sentences, **dataclasses.asdict(decoding))
 
-    def cross_attention(self, source: str, translation: str) -> tuple[Tensor, list[str], list[str]]:
-        """The last decoder layer's cross-attention, averaged over heads, while the model reads
-        its own ``translation`` of ``source``: weights ``(T, S)`` (rows: output subwords and
-        ``<eos>``; columns: source subwords) and the two label lists."""
+    def alignment(
+        self, source: str, translation: str, *, layer: int = -1
+    ) -> tuple[Tensor, list[str], list[str]]:
+        """The encoder-decoder attention while the model reads its own ``translation`` of
+        ``source``: weights ``(H, T, S)`` of decoder layer ``layer`` (rows: output subwords and
+        ``<eos>``; columns: source subwords; an RNN decoder has one layer and one head) and
+        the two label lists."""
         src_ids = self.src_tok.encode(source) or [self.src_tok.unk_id]
         out_ids = self.tgt_tok.encode(translation)
         device = model_device(self.model)
         src = torch.tensor([src_ids], device=device)  # (1, S)
         tgt_in = torch.tensor([[self.tgt_tok.bos_id, *out_ids]], device=device)  # (1, T)
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            with torch.no_grad():
-                memory, src_mask = self.model.encode(src)  # (1, S, d), (1, S)
-                _, weights = self.model.decode(tgt_in, memory, src_mask, return_weights=True)
-        finally:
-            self.model.train(was_training)
-        last = weights[-1][0].mean(dim=0).float().cpu()  # (T, S): head average of the last layer
+        with inference(self.model):
+            memory, src_mask = self.model.encode(src)  # (1, S, d), (1, S)
+            _, weights = self.model.decode(tgt_in, memory, src_mask, return_weights=True)
+        if not -len(weights) <= layer < len(weights):
+            raise ValueError(f"layer must be in [-{len(weights)}, {len(weights) - 1}], got {layer}")
+        chosen = weights[layer][0].float().cpu()  # (H, T, S)
         targets = [*self.tgt_tok.token_strings(out_ids), "<eos>"]
-        return last, self.src_tok.token_strings(src_ids), targets
+        return chosen, self.src_tok.token_strings(src_ids), targets
 
-    def plot_cross_attention(self, source: str, translation: str, path: str | Path) -> Path:
-        """:meth:`cross_attention` as a heatmap PNG at ``path``."""
-        from attnlab.visualize import plot_attention
+    def plot_alignment(self, source: str, translation: str, path: str | Path, *, layer: int = -1) -> Path:
+        """:meth:`alignment` drawn by :func:`attnlab.visualize.plot_alignment` into ``path``."""
+        from attnlab.visualize import plot_alignment
 
-        weights, x_labels, y_labels = self.cross_attention(source, translation)
-        return plot_attention(
-            weights, path, x_labels=x_labels, y_labels=y_labels,
-            title="cross-attention, last decoder layer (mean over heads)",
+        weights, source_tokens, target_tokens = self.alignment(source, translation, layer=layer)
+        kind = self.model.model_type
+        where = "" if weights.shape[0] == 1 else f", decoder layer {layer}"
+        return plot_alignment(
+            weights, path, source=source_tokens, target=target_tokens, title=f"{kind}{where}"
         )
 
 

@@ -1,0 +1,212 @@
+"""Recurrent language models: a plain LSTM and the Long Short-Term Memory-Network (LSTMN) of
+Cheng, Dong & Lapata (2016), "Long Short-Term Memory-Networks for Machine Reading", §3.1
+(Ba (CSC413 Lecture 8) and López et al. (Attention Mechanisms), "intra-attention").
+
+An LSTM carries one state ``(h_{t-1}, c_{t-1})`` from step to step. The LSTMN keeps a *tape*
+of every previous hidden and memory state and replaces that single state by an
+attention-weighted summary of the whole tape (Cheng et al. eqs. 13-16)::
+
+    a_i^t = vᵀ tanh(W_h h_i + W_x x_t + W_h̃ h̃_{t-1})      i < t     (eq. 13)
+    s^t   = softmax(a^t)                                            (eq. 14)
+    h̃_t = Σ_i s_i^t h_i,   c̃_t = Σ_i s_i^t c_i                      (eq. 15)
+    [i, f, o, ĉ] = [σ, σ, σ, tanh](W [h̃_t; x_t] + b)
+    c_t = f ⊙ c̃_t + i ⊙ ĉ_t,   h_t = o ⊙ tanh(c_t)                  (eq. 16)
+
+The gates are exactly an LSTM cell's, with ``(h̃_t, c̃_t)`` in place of ``(h_{t-1}, c_{t-1})``,
+so each step is ``torch.nn.LSTMCell(x_t, (h̃_t, c̃_t))``. The tape starts with one zero state
+(what an LSTM starts from), so the first step of an LSTMN is the first step of an LSTM. Step
+``t`` attends over ``t`` entries: O(t) work a step, O(T²) a window, against the LSTM's O(T).
+
+Both are decoder-only models on the seam of :class:`~attnlab.models.GPT`: ``forward(idx, *,
+cache=None)`` → logits ``(B, n, V)``, ``new_cache()`` (a :class:`StateCache` with the states
+or tapes), ``config.block_size`` (the window generation slides over).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.config import Config
+from attnlab.models.base import PretrainedModel, StateCache, register_model
+from attnlab.validation import check_ids, check_positive, check_probability
+
+
+@dataclass
+class LSTMConfig(Config):
+    """A character (or BPE) LSTM language model: ``num_layers`` LSTMs of width ``hidden_dim``
+    over embeddings of width ``embed_dim``; ``dropout`` on the embeddings, between layers and
+    before the output layer. ``block_size`` is the training window (and generation's)."""
+
+    vocab_size: int
+    block_size: int = 256
+    embed_dim: int = 128
+    hidden_dim: int = 512
+    num_layers: int = 1
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "embed_dim", "hidden_dim", "num_layers"):
+            check_positive(name, getattr(self, name))
+        check_probability("dropout", self.dropout)
+
+
+@dataclass
+class LSTMNConfig(LSTMConfig):
+    """:class:`LSTMConfig` plus ``attention_dim``, the width of the intra-attention's scoring
+    network (``W_h``, ``W_x``, ``W_h̃`` and ``v`` of eq. 13)."""
+
+    attention_dim: int = 128
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("attention_dim", self.attention_dim)
+
+
+class _RecurrentLM(PretrainedModel):
+    """Embedding → recurrent layers → dropout → output layer; the layers are the subclass's."""
+
+    def __init__(self, config: LSTMConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.embed = nn.Embedding(c.vocab_size, c.embed_dim)
+        self.dropout = nn.Dropout(c.dropout)
+        self.output = nn.Linear(c.hidden_dim, c.vocab_size)
+
+    def new_cache(self) -> StateCache:
+        """An empty :class:`StateCache`: the states (or tapes) carried between calls."""
+        return StateCache()
+
+    def _check(self, idx: Tensor) -> None:
+        check_ids("idx", idx, self.config.vocab_size)
+        if idx.dim() != 2:
+            raise ValueError(f"idx must be (B, n) token ids, got shape {tuple(idx.shape)}")
+
+
+@register_model
+class LSTMLM(_RecurrentLM):
+    """The LSTM baseline (Hochreiter & Schmidhuber 1997), PyTorch's fused ``nn.LSTM``."""
+
+    model_type = "lstm"
+    config_class = LSTMConfig
+
+    def __init__(self, config: LSTMConfig) -> None:
+        super().__init__(config)
+        c = config
+        between = c.dropout if c.num_layers > 1 else 0.0
+        self.lstm = nn.LSTM(c.embed_dim, c.hidden_dim, c.num_layers, batch_first=True, dropout=between)
+
+    def forward(self, idx: Tensor, *, cache: StateCache | None = None) -> Tensor:
+        """``idx`` ``(B, n)`` → logits ``(B, n, V)``; a ``cache`` carries ``(h, c)`` on."""
+        self._check(idx)
+        x = self.dropout(self.embed(idx))  # (B, n, E)
+        state = None
+        if cache is not None and "h" in cache:  # stored batch first: (B, layers, H)
+            state = (cache["h"].transpose(0, 1).contiguous(), cache["c"].transpose(0, 1).contiguous())
+        out, (h, c) = self.lstm(x, state)  # (B, n, H)
+        if cache is not None:
+            cache["h"], cache["c"] = h.transpose(0, 1), c.transpose(0, 1)
+            cache.offset += idx.shape[1]
+        return self.output(self.dropout(out))  # (B, n, V)
+
+
+class LSTMNLayer(nn.Module):
+    """One LSTMN layer: an ``nn.LSTMCell`` whose previous state is the intra-attention summary
+    of its tapes (module doc, eqs. 13-16)."""
+
+    def __init__(self, input_dim: int, hidden_dim: int, attention_dim: int) -> None:
+        super().__init__()
+        self.cell = nn.LSTMCell(input_dim, hidden_dim)
+        self.w_h = nn.Linear(hidden_dim, attention_dim, bias=False)  # W_h h_i
+        self.w_x = nn.Linear(input_dim, attention_dim, bias=False)  # W_x x_t
+        self.w_s = nn.Linear(hidden_dim, attention_dim, bias=False)  # W_h̃ h̃_{t-1}
+        self.v = nn.Linear(attention_dim, 1, bias=False)
+        self.hidden_dim = hidden_dim
+
+    def empty_tape(self, x: Tensor) -> dict[str, Tensor]:
+        """The tapes before the first step, one zero state: ``h``, ``c`` ``(B, 1, H)``, their
+        keys ``W_h h`` ``(B, 1, A)`` and the summary ``h̃`` ``(B, H)``."""
+        zeros = x.new_zeros(x.shape[0], 1, self.hidden_dim)
+        return {"h": zeros, "c": zeros, "keys": self.w_h(zeros), "summary": zeros[:, 0]}
+
+    def summary(self, tape: dict[str, Tensor], query: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(h̃_t, c̃_t, s^t)``: the tapes' attention-weighted means (eqs. 13-15) for the
+        query ``W_x x_t + W_h̃ h̃_{t-1}`` ``(B, A)``; ``s^t`` is ``(B, t)``."""
+        scores = self.v(torch.tanh(tape["keys"] + query.unsqueeze(1))).squeeze(-1)  # (B, t)
+        weights = torch.softmax(scores, dim=-1)  # (B, t)
+        h = torch.bmm(weights.unsqueeze(1), tape["h"]).squeeze(1)  # (B, H)
+        c = torch.bmm(weights.unsqueeze(1), tape["c"]).squeeze(1)  # (B, H)
+        return h, c, weights
+
+    def forward(self, x: Tensor, tape: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor], list[Tensor]]:
+        """Read ``x`` ``(B, n, D)`` step by step onto ``tape``: ``(outputs (B, n, H), the grown
+        tape, the n attention rows, row t of width t + 1 (the initial state first))``."""
+        inputs = self.w_x(x)  # (B, n, A): W_x x_t for every step at once
+        outputs, rows = [], []
+        for t in range(x.shape[1]):
+            query = inputs[:, t] + self.w_s(tape["summary"])  # (B, A)
+            h_mix, c_mix, weights = self.summary(tape, query)
+            h, c = self.cell(x[:, t], (h_mix, c_mix))  # eq. 16: an LSTM step from the summary
+            tape = {
+                "h": torch.cat([tape["h"], h.unsqueeze(1)], 1),
+                "c": torch.cat([tape["c"], c.unsqueeze(1)], 1),
+                "keys": torch.cat([tape["keys"], self.w_h(h).unsqueeze(1)], 1),
+                "summary": h_mix,
+            }
+            outputs.append(h)
+            rows.append(weights)
+        return torch.stack(outputs, 1), tape, rows
+
+
+@register_model
+class LSTMN(_RecurrentLM):
+    """Cheng et al. (2016)'s LSTMN language model: ``num_layers`` :class:`LSTMNLayer` s."""
+
+    model_type = "lstmn"
+    config_class = LSTMNConfig
+
+    def __init__(self, config: LSTMNConfig) -> None:
+        super().__init__(config)
+        c = config
+        widths = [c.embed_dim] + [c.hidden_dim] * (c.num_layers - 1)
+        self.layers = nn.ModuleList(LSTMNLayer(w, c.hidden_dim, c.attention_dim) for w in widths)
+
+    def forward(
+        self, idx: Tensor, *, cache: StateCache | None = None, return_weights: bool = False
+    ) -> Tensor | tuple[Tensor, list[Tensor]]:
+        """``idx`` ``(B, n)`` → logits ``(B, n, V)``; a ``cache`` carries the tapes on. With
+        ``return_weights`` also one ``(B, 1, n, n)`` matrix per layer: row ``t``, column ``j < t``
+        is the weight of the state after token ``j`` when reading token ``t`` (the weight left
+        on the initial zero state is not shown; column ``j >= t`` is 0: no look-ahead)."""
+        self._check(idx)
+        x = self.dropout(self.embed(idx))  # (B, n, E)
+        weights = []
+        for number, layer in enumerate(self.layers):
+            names = [f"{name}{number}" for name in ("h", "c", "keys", "summary")]
+            if cache is not None and names[0] in cache:
+                tape = dict(zip(("h", "c", "keys", "summary"), (cache[k] for k in names), strict=True))
+            else:
+                tape = layer.empty_tape(x)
+            start = tape["h"].shape[1] - 1  # tokens already on the tape
+            out, tape, rows = layer(x, tape)
+            if cache is not None:
+                cache.update(zip(names, tape.values(), strict=True))
+            if return_weights:
+                weights.append(_square(rows, start))
+            x = self.dropout(out) if number < len(self.layers) - 1 else out
+        if cache is not None:
+            cache.offset += idx.shape[1]
+        logits = self.output(self.dropout(x))  # (B, n, V)
+        return (logits, weights) if return_weights else logits
+
+
+def _square(rows: list[Tensor], start: int) -> Tensor:
+    """Attention rows (row t: ``(B, start + t + 1)``, initial state first) → ``(B, 1, n, n)``
+    over the tokens of this call (earlier tokens and the initial state left out)."""
+    n = len(rows)
+    out = rows[0].new_zeros(rows[0].shape[0], n, n)
+    for t, row in enumerate(rows):
+        out[:, t, :t] = row[:, start + 1 : start + 1 + t]
+    return out.unsqueeze(1)

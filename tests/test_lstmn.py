@@ -1,0 +1,117 @@
+"""The recurrent language models: the LSTMN (Cheng et al. 2016) against PyTorch's nn.LSTM when
+its attention is pinned to the last state, against a float64 re-computation of eqs. 13-16,
+no look-ahead, step-by-step equal to the whole window; the LSTM baseline's cache."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from attnlab.generation import greedy_search
+from attnlab.models import LSTMLM, LSTMN, LSTMConfig, LSTMNConfig, load_pretrained
+from attnlab.models.lstmn import LSTMNLayer
+
+V = 20
+
+
+def lstmn(seed: int = 0, **kw) -> LSTMN:
+    torch.manual_seed(seed)
+    sizes = {"block_size": 16, "embed_dim": 6, "hidden_dim": 8, "attention_dim": 5}
+    config = LSTMNConfig(V, **{**sizes, **kw})
+    return LSTMN(config).eval()
+
+
+def lstm(seed: int = 0, **kw) -> LSTMLM:
+    torch.manual_seed(seed)
+    return LSTMLM(LSTMConfig(V, **{"block_size": 16, "embed_dim": 6, "hidden_dim": 8, **kw})).eval()
+
+
+def test_with_attention_on_the_last_state_it_is_an_lstm(monkeypatch):
+    """Eq. 16 is an LSTM step from the summary: pin the summary to the last tape entry and the
+    LSTMN must equal nn.LSTM with the same weights (<= 1e-5)."""
+    model = lstmn()
+
+    def last_state(self, tape, query):
+        weights = torch.zeros(tape["h"].shape[:2])
+        weights[:, -1] = 1
+        return tape["h"][:, -1], tape["c"][:, -1], weights
+
+    monkeypatch.setattr(LSTMNLayer, "summary", last_state)
+    reference = nn.LSTM(6, 8, batch_first=True)
+    cell = model.layers[0].cell
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+        getattr(reference, f"{name}_l0").data.copy_(getattr(cell, name))
+    idx = torch.randint(0, V, (3, 11))
+    expected, _ = reference(model.embed(idx))
+    torch.testing.assert_close(model.output(expected), model(idx), atol=1e-5, rtol=1e-5)
+
+
+def test_equals_a_float64_recomputation_of_eqs_13_to_16():
+    model = lstmn().double()
+    layer = model.layers[0]
+    idx = torch.randint(0, V, (1, 6))
+    x = model.embed(idx)[0]  # (n, E)
+    W = layer.cell
+    zero = torch.zeros(8, dtype=torch.float64)
+    hs, cs, summary = [zero], [zero], zero
+    for t in range(6):
+        query = layer.w_x.weight @ x[t] + layer.w_s.weight @ summary
+        a = torch.stack([layer.v.weight[0] @ torch.tanh(layer.w_h.weight @ h + query) for h in hs])  # eq. 13
+        s = torch.softmax(a, 0)  # eq. 14
+        h_mix = sum(si * h for si, h in zip(s, hs, strict=True))  # eq. 15
+        c_mix = sum(si * c for si, c in zip(s, cs, strict=True))
+        gates = W.weight_ih @ x[t] + W.bias_ih + W.weight_hh @ h_mix + W.bias_hh
+        i, f, g, o = gates.split(8)
+        c = torch.sigmoid(f) * c_mix + torch.sigmoid(i) * torch.tanh(g)  # eq. 16
+        h = torch.sigmoid(o) * torch.tanh(c)
+        hs, cs, summary = [*hs, h], [*cs, c], h_mix
+    expected = model.output(torch.stack(hs[1:]))
+    torch.testing.assert_close(model(idx)[0], expected)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_never_looks_ahead(layers):
+    model = lstmn(num_layers=layers)
+    idx = torch.randint(0, V, (2, 12))
+    changed = idx.clone()
+    changed[:, 7:] = (changed[:, 7:] + 1) % V
+    a, b = model(idx), model(changed)
+    torch.testing.assert_close(a[:, :7], b[:, :7], atol=0, rtol=0)
+    assert not torch.allclose(a[:, 7:], b[:, 7:])
+    _, (weights, *_) = model(idx, return_weights=True)  # (B, 1, n, n)
+    assert torch.all(weights.triu() == 0)  # row t sees only tokens j < t
+    assert torch.all(weights.sum(-1) <= 1 + 1e-6)
+
+
+@pytest.mark.parametrize("make", [lstmn, lstm], ids=["lstmn", "lstm"])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_step_by_step_equals_the_whole_window(make, layers):
+    model = make(num_layers=layers)
+    idx = torch.randint(0, V, (3, 10))
+    cache = model.new_cache()
+    pieces = [idx[:, :1], idx[:, 1:2], idx[:, 2:3], idx[:, 3:]]  # one token at a time, then the rest
+    steps = torch.cat([model(piece, cache=cache) for piece in pieces], 1)
+    torch.testing.assert_close(steps, model(idx), atol=1e-5, rtol=1e-5)
+    assert cache.offset == 10
+    cached = greedy_search(model, prompt=idx[:, :4], max_new_tokens=30)
+    assert cached == greedy_search(model, prompt=idx[:, :4], max_new_tokens=30, use_cache=False)
+
+
+@pytest.mark.parametrize("make", [lstmn, lstm], ids=["lstmn", "lstm"])
+def test_save_and_load_by_model_type(make, tmp_path):
+    model = make(num_layers=2)
+    model.save_pretrained(tmp_path / "m")
+    loaded = load_pretrained(tmp_path / "m")
+    assert type(loaded) is type(model)
+    idx = torch.randint(0, V, (2, 9))
+    torch.testing.assert_close(loaded(idx), model(idx))
+
+
+def test_errors_name_the_bad_value():
+    with pytest.raises(ValueError, match="attention_dim must be > 0, got 0"):
+        LSTMNConfig(V, attention_dim=0)
+    with pytest.raises(ValueError, match="dropout"):
+        LSTMConfig(V, dropout=2.0)
+    with pytest.raises(ValueError, match="idx must be token ids < vocab_size=20"):
+        lstmn()(torch.tensor([[V]]))
