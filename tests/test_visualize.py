@@ -149,3 +149,33 @@ def test_a_diagonal_alignment_draws_a_diagonal(tmp_path):
     assert np.all(np.diff(centres) >= 0), "a bright cell lies left of the one above it"
     steps = np.split(centres, np.where(np.diff(centres) > 3)[0] + 1)  # one plateau per row
     assert len(steps) == n and all(len(step) > 5 for step in steps)
+
+
+def test_grey_levels_are_monotone_in_the_weight_white_is_one():
+    """The alignment pictures' colour map (Bahdanau et al. Figure 3): black 0 → white 1."""
+    weights = np.linspace(0.0, 1.0, 12).reshape(3, 4)
+    pixels, ax = _render(weights, cmap="gray")
+    lum = [_cell_luminance(pixels, ax, i, j) for i in range(3) for j in range(4)]
+    assert all(b > a for a, b in zip(lum, lum[1:], strict=False)), lum
+    assert lum[0] < 10 and lum[-1] > 245
+
+
+def test_control_characters_become_escapes_in_tick_labels():
+    _, ax = _render(np.full((2, 2), 0.5), x_labels=["\n", "a\x10"], y_labels=["x", " "])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["\\n", "a\\x10"]
+
+
+def test_plot_alignment_shows_the_head_mean_then_each_head(tmp_path):
+    from matplotlib.image import imread
+
+    from attnlab.visualize import plot_alignment
+
+    source, target = ["Ein", "Hund", "."], ["A", "dog", ".", "<eos>"]
+    one = torch.softmax(torch.randn(1, 4, 3), -1)
+    three = torch.softmax(torch.randn(3, 4, 3), -1)
+    single = imread(plot_alignment(one, tmp_path / "one.png", source=source, target=target))
+    grid = imread(plot_alignment(three, tmp_path / "three.png", source=source, target=target))
+    assert grid.shape[1] > 2.2 * single.shape[1]  # mean + 3 heads, three panels a row
+    assert grid.shape[0] > 1.8 * single.shape[0]  # two rows
+    with pytest.raises(ValueError, match="weights must have shape \\(H, T, S\\)"):
+        plot_alignment(torch.ones(4, 3), tmp_path / "bad.png", source=source, target=target)

@@ -38,6 +38,12 @@ def _check_labels(name: str, labels: Sequence[str] | None, n: int, axis: str) ->
         raise ValueError(f"{name} has {len(labels)} labels but the weights have {n} {axis}")
 
 
+def printable(label: str) -> str:
+    """A tick label every font can draw: control characters (a newline token, a stray byte of
+    byte-level BPE) are written as escapes, ``\\n``, ``\\x10``."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in label)
+
+
 def draw_attention(
     ax: Axes,
     weights: Any,
@@ -67,7 +73,7 @@ def draw_attention(
         if labels is None:
             axis.set_major_locator(MaxNLocator(integer=True))  # token indices, not 0.5 steps
         else:
-            axis.set_ticks(range(n), labels=list(labels), fontsize=8)
+            axis.set_ticks(range(n), labels=[printable(label) for label in labels], fontsize=8)
     if x_labels is not None:
         ax.tick_params(axis="x", labelrotation=90)
     ax.set_xlabel(axis_names[0])

@@ -9,7 +9,8 @@ gets ``from_config``, ``save_pretrained``, ``from_pretrained`` and ``num_paramet
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -107,6 +108,12 @@ class PretrainedModel(nn.Module):
             for p in self.parameters()
             if id(p) not in skip and (p.requires_grad or not trainable_only)
         )
+
+
+def draws_attention(method: Callable[..., Any]) -> bool:
+    """Whether a model's ``forward`` (decoder-only) or ``decode`` (encoder-decoder) can return
+    its attention weights (takes ``return_weights``); an LSTM or Cho's encoder-decoder cannot."""
+    return "return_weights" in inspect.signature(method).parameters
 
 
 class ModelCache(list):

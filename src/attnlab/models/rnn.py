@@ -166,7 +166,7 @@ class RNNSeq2Seq(_RNNTranslator):
     """Cho et al. (2014): the whole source squeezed into one context vector (module doc).
 
     ``encode(src)`` returns that vector as a one-position memory ``(B, 1, H)`` (mask all
-    True); ``decode`` has no attention to return.
+    True); ``decode`` has no attention to return (no ``return_weights``).
     """
 
     model_type = "rnn_seq2seq"
@@ -187,16 +187,11 @@ class RNNSeq2Seq(_RNNTranslator):
         return context.unsqueeze(1), torch.ones(src.shape[0], 1, dtype=torch.bool, device=src.device)
 
     def decode(
-        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, *,
-        cache: StateCache | None = None, return_weights: bool = False,
+        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, *, cache: StateCache | None = None
     ) -> Tensor:
         """Logits ``(B, T, V_tgt)`` of ``tgt`` ``(B, T)`` given the context ``memory`` ``(B, 1, H)``;
-        with a ``cache``, ``tgt`` holds only the new tokens and the state is carried over."""
-        if return_weights:
-            raise ValueError(
-                "rnn_seq2seq (Cho et al. 2014) has no attention to draw: its decoder sees one "
-                "fixed context vector"
-            )
+        with a ``cache``, ``tgt`` holds only the new tokens and the state is carried over. There
+        are no attention weights to return: the decoder sees one fixed context vector."""
         self._check_decode(tgt, memory)
         context = memory[:, 0]  # (B, H)
         if cache is not None and "state" in cache:

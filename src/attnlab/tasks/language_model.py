@@ -19,7 +19,6 @@ token (per character for ``tokenizer = "char"``).
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import sys
@@ -40,6 +39,7 @@ from attnlab.evaluation import perplexity
 from attnlab.generation import sample
 from attnlab.generation.state import inference
 from attnlab.models import load_pretrained
+from attnlab.models.base import draws_attention
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
 from attnlab.tasks.lm_recipe import LMData, LMRecipe
 from attnlab.tasks.recipe import RECIPE_FILE
@@ -192,7 +192,7 @@ def plot_self_attention(model: nn.Module, tokenizer: AnyTokenizer, line: str, pa
     """Where the model looks back while reading ``line``: the last layer's self-attention (mean
     over heads; an LSTMN's intra-attention over its tape, Cheng et al. 2016 Figure 1), rows the
     token read, columns the earlier tokens. ``None`` for a model without attention (an LSTM)."""
-    if "return_weights" not in inspect.signature(model.forward).parameters:
+    if not draws_attention(model.forward):
         return None
     from attnlab.visualize import plot_attention
 
@@ -276,6 +276,8 @@ class LanguageModelTask(Task):
         )
         results = {
             **final,
+            "model_type": model.model_type,
+            "parameters": model.num_parameters(),
             "attention_picture": None if picture is None else str(picture),
             "wall_time_s": result.seconds,
             "steps": result.step,

@@ -186,18 +186,21 @@ class TranslationTask(Task):
         for sample in samples:
             print(f"  SRC {sample['source']}\n  REF {sample['reference']}\n  HYP {sample['hypothesis']}")
         index = min(ev.heatmap_index, len(pairs) - 1)
-        picture = translator.plot_alignment(sources[index], hyps[index], self.run_dir / "alignment.png")
+        picture = None
+        if translator.draws_attention:
+            picture = translator.plot_alignment(sources[index], hyps[index], self.run_dir / "alignment.png")
         results = {
             "split": ev.test_split, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
             "beam_size": ev.beam_size, "length_penalty": ev.length_penalty, "sentences": len(pairs),
             **scores,
-            "checkpoint": str(final), "alignment": str(picture),
+            "checkpoint": str(final), "alignment": None if picture is None else str(picture),
             "wall_s": round(time.perf_counter() - self.start, 1),  # data + BPE + training + decoding
             "samples": samples,
         }
         path = self.run_dir / "results.json"
         path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-        print(f"results: {path}\nalignment picture: {picture}\ncheckpoint: {final}", flush=True)
+        drawn = f"alignment picture: {picture}\n" if picture else "alignment picture: none (no attention)\n"
+        print(f"results: {path}\n{drawn}checkpoint: {final}", flush=True)
         print(f"wall time: {results['wall_s'] / 60:.1f} min (data, BPE, training, averaging, decoding)")
         return results
 

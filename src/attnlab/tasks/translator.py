@@ -27,6 +27,7 @@ from attnlab.devices import model_device
 from attnlab.generation import beam_search, greedy_search
 from attnlab.generation.state import inference
 from attnlab.models import load_pretrained
+from attnlab.models.base import draws_attention
 from attnlab.tasks.recipe import RECIPE_FILE
 
 if TYPE_CHECKING:
@@ -109,6 +110,11 @@ class Translator:
         """:func:`translate` with the settings of ``decoding``."""
         return translate(self.model, self.src_tok, self.tgt_tok, sentences, **dataclasses.asdict(decoding))
 
+    @property
+    def draws_attention(self) -> bool:
+        """Whether the model's decoder attends over the source (Cho et al.'s does not)."""
+        return draws_attention(self.model.decode)
+
     def alignment(
         self, source: str, translation: str, *, layer: int = -1
     ) -> tuple[Tensor, list[str], list[str]]:
@@ -116,6 +122,11 @@ class Translator:
         ``source``: weights ``(H, T, S)`` of decoder layer ``layer`` (rows: output subwords and
         ``<eos>``; columns: source subwords; an RNN decoder has one layer and one head) and
         the two label lists."""
+        if not self.draws_attention:
+            raise ValueError(
+                f"a {self.model.model_type} model has no attention to draw (its decoder sees one "
+                "fixed context vector)"
+            )
         src_ids = self.src_tok.encode(source) or [self.src_tok.unk_id]
         out_ids = self.tgt_tok.encode(translation)
         device = model_device(self.model)

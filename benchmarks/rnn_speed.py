@@ -1,0 +1,138 @@
+"""Training speed of the three translators side by side, and what bf16 and fused RNNs buy (issue 15).
+
+    ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/rnn_speed.py [--rounds 3] [--batches 4]
+
+(a) One optimizer step (Adam, clipping 1.0, label smoothing 0.1) on each of ``--batches`` real
+    Multi30k de→en batches (the recipes' 4,096-token budget) for the models of
+    ``configs/multi30k_de_en.toml`` (Transformer), ``multi30k_bahdanau.toml`` (bi-GRU + additive
+    attention) and ``multi30k_rnn.toml`` (Cho's GRU encoder-decoder), in float32 and with bf16
+    autocast, all measured interleaved in this process: tokens/s (real source + target tokens)
+    and the ratio to the Transformer in float32.
+(b) The bi-GRU encoder of the Bahdanau model, forward and backward: PyTorch's fused ``nn.GRU``
+    over packed sequences (what :class:`~attnlab.models.AttentionSeq2Seq` uses) against the
+    same weights stepped through ``nn.GRUCell`` one position at a time (padding masked), in
+    float32 and bf16. The decoder cannot be fused: its input at step i depends on the alignment
+    computed from s_{i-1}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _machine  # noqa: E402
+import _timing  # noqa: E402
+
+from attnlab.data import TokenBatchSampler, TranslationDataset, load_multi30k, train_bpe  # noqa: E402
+from attnlab.runtime import keep_freed_memory  # noqa: E402
+from attnlab.tasks import load_recipe  # noqa: E402
+from attnlab.tasks.translation_recipe import TranslationRecipe  # noqa: E402
+from attnlab.training import label_smoothed_cross_entropy, make_optimizer  # noqa: E402
+
+RECIPES = {
+    "Transformer": "multi30k_de_en.toml",
+    "Bahdanau (additive)": "multi30k_bahdanau.toml",
+    "Cho (no attention)": "multi30k_rnn.toml",
+}
+
+
+def batches_and_models(count: int) -> tuple[list, dict[str, nn.Module]]:
+    pairs = load_multi30k("train", "de", "en")
+    src_tok, tgt_tok = train_bpe([s for s, _ in pairs], [t for _, t in pairs], 8000, joint=True)
+    data = TranslationDataset.from_pairs(pairs, src_tok, tgt_tok, max_len=100)
+    sampler = TokenBatchSampler(data.lengths, 4096, seed=0)
+    batches = [data.collate([data[i] for i in idx]) for idx in itertools.islice(sampler, count)]
+    models = {}
+    for name, file in RECIPES.items():
+        recipe = TranslationRecipe.from_dict(load_recipe(ROOT / "configs" / file))
+        torch.manual_seed(0)
+        models[name] = recipe.model.build_model(
+            src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, pad_id=tgt_tok.pad_id
+        )
+    return batches, models
+
+
+def training_steps(model: nn.Module, batches: list, bf16: bool):
+    optimizer = make_optimizer(model, "adam", lr=1e-4)
+
+    def steps() -> None:
+        for b in batches:
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext():
+                logits = model(b.src, b.tgt_in)
+            loss, _ = label_smoothed_cross_entropy(logits, b.tgt_out, epsilon=0.1, ignore_index=0)
+            (loss / b.num_tokens).backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+
+    return steps
+
+
+def cell_loop(gru: nn.GRU, x: Tensor, mask: Tensor) -> Tensor:
+    """The bi-GRU of ``gru`` stepped through ``nn.GRUCell`` with its weights: ``(B, S, 2e)``."""
+    outputs = []
+    for suffix, order in (("", range(x.shape[1])), ("_reverse", reversed(range(x.shape[1])))):
+        cell = nn.GRUCell(gru.input_size, gru.hidden_size)
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            setattr(cell, name, getattr(gru, f"{name}_l0{suffix}"))
+        h, states = x.new_zeros(x.shape[0], gru.hidden_size), [None] * x.shape[1]
+        for t in order:
+            h = torch.where(mask[:, t, None], cell(x[:, t], h), h)
+            states[t] = h * mask[:, t, None]
+        outputs.append(torch.stack(states, 1))
+    return torch.cat(outputs, -1)
+
+
+def encoder_passes(model: nn.Module, batches: list, fused: bool, bf16: bool):
+    def run() -> None:
+        for b in batches:
+            with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext():
+                if fused:
+                    memory, _ = model.encode(b.src)
+                else:
+                    memory = cell_loop(model.encoder, model.src_embed(b.src), b.src != 0)
+            memory.float().sum().backward()
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--batches", type=int, default=4)
+    args = p.parse_args(argv)
+    keep_freed_memory()
+    print(_machine.header(), flush=True)
+    batches, models = batches_and_models(args.batches)
+    tokens = sum(int((b.src != 0).sum()) + b.num_tokens for b in batches)
+    print(f"{len(batches)} batches, {tokens:,} real tokens (source + target)\n", flush=True)
+    fns = {(n, bf16): training_steps(m, batches, bf16) for n, m in models.items() for bf16 in (False, True)}
+    times = _timing.time_interleaved({f"{n}|{b}": f for (n, b), f in fns.items()}, rounds=args.rounds)
+    base = times["Transformer|False"]
+    print("| model | parameters | precision | tokens/s | vs Transformer float32 |\n|---|---:|---|---:|---:|")
+    for (name, bf16) in fns:
+        t = _timing.median(times[f"{name}|{bf16}"])
+        print(f"| {name} | {models[name].num_parameters() / 1e6:.1f} M | {'bf16' if bf16 else 'float32'} "
+              f"| {tokens / t:,.0f} | {_timing.paired_ratio(base, times[f'{name}|{bf16}']):.2f} |")
+    bahdanau = models["Bahdanau (additive)"]
+    enc = {f"{'fused nn.GRU' if f else 'nn.GRUCell loop'}|{b}": encoder_passes(bahdanau, batches, f, b)
+           for f in (True, False) for b in (False, True)}
+    enc_times = _timing.time_interleaved(enc, rounds=args.rounds)
+    print("\n| bi-GRU encoder, forward + backward | precision | ms for the batches |\n|---|---|---:|")
+    for key, samples in enc_times.items():
+        name, bf16 = key.split("|")
+        precision = "bf16" if bf16 == "True" else "float32"
+        print(f"| {name} | {precision} | {1e3 * _timing.median(samples):,.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
