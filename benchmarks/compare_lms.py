@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _figures import line_chart  # noqa: E402
 from _machine import header  # noqa: E402
 
 from attnlab.tasks import load_recipe, train  # noqa: E402
@@ -90,21 +91,14 @@ def table(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> Path:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.5, 4), layout="constrained")
-    ax = fig.add_subplot()
-    for r in rows:
-        curve = r["equal_minutes"]["curve"]
-        ax.plot([c[0] for c in curve], [c[1] for c in curve], marker="o", label=r["model"])
-    ax.set_xlabel("training minutes (this machine)")
-    ax.set_ylabel("validation loss (random windows, per character)")
-    ax.set_title("tinyshakespeare at equal minutes")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    return path
+    series = {
+        r["model"]: ([c[0] for c in r["equal_minutes"]["curve"]], [c[1] for c in r["equal_minutes"]["curve"]])
+        for r in rows
+    }
+    return line_chart(
+        series, path, xlabel="training minutes (this machine)",
+        ylabel="validation loss (random windows, per character)", title="tinyshakespeare at equal minutes",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

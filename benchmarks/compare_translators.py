@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _figures import line_chart  # noqa: E402
 from _machine import header  # noqa: E402
 
 from attnlab.data import load_multi30k  # noqa: E402
@@ -113,22 +114,14 @@ def table(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> Path:
-    from matplotlib.figure import Figure
-
     names = list(rows[0]["bucket_sizes"])
-    fig = Figure(figsize=(6.5, 4), layout="constrained")
-    ax = fig.add_subplot()
-    for r in rows:
-        ax.plot(range(len(names)), [r["bleu_by_length"][n] for n in names], marker="o", label=r["system"])
-    ax.set_xticks(range(len(names)), [f"{n}\n({rows[0]['bucket_sizes'][n]})" for n in names])
-    ax.set_xlabel("source sentence length in words (sentences)")
-    ax.set_ylabel("sacreBLEU (test_2016_flickr)")
-    ax.set_title("BLEU against source length (cf. Bahdanau et al. 2015, Fig. 2)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    return path
+    series = {r["system"]: (range(len(names)), [r["bleu_by_length"][n] for n in names]) for r in rows}
+    ticks = (range(len(names)), [f"{n}\n({rows[0]['bucket_sizes'][n]})" for n in names])
+    return line_chart(
+        series, path, xlabel="source sentence length in words (sentences)",
+        ylabel="sacreBLEU (test_2016_flickr)", xticks=ticks,
+        title="BLEU against source length (cf. Bahdanau et al. 2015, Fig. 2)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

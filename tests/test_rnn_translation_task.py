@@ -98,3 +98,4 @@ def test_the_model_type_is_checked_with_the_recipe():
     assert recipe.model.type == "attention_seq2seq" and recipe.model.score == "additive"
     assert recipe.to_dict()["model"]["type"] == "attention_seq2seq"
     assert recipe.settings()["model.type"] == "attention_seq2seq"
+

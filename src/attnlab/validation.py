@@ -100,3 +100,20 @@ def check_ids(name: str, ids: Tensor, vocab_size: int) -> None:
     """A batch of token ids ``(B, n)``, integers in ``[0, vocab_size)``."""
     check_rank(name, ids, 2, "(B, n) token ids")
     check_token_ids(name, ids, vocab_size)
+
+
+def check_vocabularies(config: object) -> None:
+    """The vocabulary fields an encoder-decoder config shares: ``tgt_vocab_size=None`` becomes
+    the source's size; both sizes positive; ``share_embeddings`` needs one vocabulary; the
+    ``pad_id`` is a token of both. ``ValueError`` names the bad value."""
+    if config.tgt_vocab_size is None:
+        config.tgt_vocab_size = config.src_vocab_size
+    for name in ("src_vocab_size", "tgt_vocab_size"):
+        check_positive(name, getattr(config, name))
+    if config.share_embeddings and config.src_vocab_size != config.tgt_vocab_size:
+        raise ValueError(
+            f"share_embeddings needs one vocabulary, got src_vocab_size={config.src_vocab_size} "
+            f"and tgt_vocab_size={config.tgt_vocab_size}"
+        )
+    if not 0 <= config.pad_id < min(config.src_vocab_size, config.tgt_vocab_size):
+        raise ValueError(f"pad_id must be a token id in both vocabularies, got {config.pad_id}")

@@ -37,7 +37,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from attnlab.attention.alignment import SCORES, Alignment
 from attnlab.config import Config
 from attnlab.models.base import PretrainedModel, StateCache, register_model
-from attnlab.validation import check_choice, check_ids, check_positive, check_probability, check_rank
+from attnlab.validation import (
+    check_choice,
+    check_ids,
+    check_positive,
+    check_probability,
+    check_rank,
+    check_vocabularies,
+)
 
 
 @dataclass
@@ -57,18 +64,10 @@ class RNNSeq2SeqConfig(Config):
     tie_output: bool = True
 
     def __post_init__(self) -> None:
-        if self.tgt_vocab_size is None:
-            self.tgt_vocab_size = self.src_vocab_size
-        for name in ("src_vocab_size", "tgt_vocab_size", "embed_dim", "hidden_dim"):
+        check_vocabularies(self)
+        for name in ("embed_dim", "hidden_dim"):
             check_positive(name, getattr(self, name))
         check_probability("dropout", self.dropout)
-        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(
-                f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
-                f"and tgt_vocab_size={self.tgt_vocab_size}"
-            )
-        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(f"pad_id must be a token id in both vocabularies, got {self.pad_id}")
 
 
 @dataclass

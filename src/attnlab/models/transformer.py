@@ -29,7 +29,7 @@ from attnlab.models.base import ModelCache, PretrainedModel, register_model
 from attnlab.modules.block_config import BlockConfig
 from attnlab.modules.positional import PositionalConfig, PositionalScheme
 from attnlab.modules.stacks import TransformerDecoderStack, TransformerEncoderStack
-from attnlab.validation import check_ids, check_positive, check_rank
+from attnlab.validation import check_ids, check_positive, check_rank, check_vocabularies
 
 
 @dataclass
@@ -55,18 +55,9 @@ class TransformerConfig(BlockConfig, PositionalConfig):
     def __post_init__(self) -> None:
         self.check_block()
         self.check_positions(self.head_dim)
-        if self.tgt_vocab_size is None:
-            self.tgt_vocab_size = self.src_vocab_size
-        sizes = ("src_vocab_size", "tgt_vocab_size", "num_encoder_layers", "num_decoder_layers", "max_len")
-        for name in sizes:
+        check_vocabularies(self)
+        for name in ("num_encoder_layers", "num_decoder_layers", "max_len"):
             check_positive(name, getattr(self, name))
-        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(
-                f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
-                f"and tgt_vocab_size={self.tgt_vocab_size}"
-            )
-        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(f"pad_id must be a token id in both vocabularies, got {self.pad_id}")
 
 
 def _unless_all_real(mask: Tensor | None) -> Tensor | None:
