@@ -75,6 +75,8 @@ def test_plot_alignment_draws_the_attention_models_only(runs, tmp_path, capsys):
     args = ["--src", "Ein Hund läuft im Schnee.", "--out", str(out), "--beam", "1"]
     assert main(["plot-alignment", str(runs / "bahdanau" / "final"), *args]) == 0
     assert out.read_bytes()[:4] == b"\x89PNG" and f"alignment picture: {out}" in capsys.readouterr().out
+    assert main(["plot-alignment", str(runs / "bahdanau" / "final"), *args, "--layer", "1"]) == 2
+    assert "layer must be in [-1, 0], got 1" in capsys.readouterr().err  # one layer: the alignment
     assert main(["plot-alignment", str(runs / "cho" / "final"), *args]) == 2
     assert "rnn_seq2seq model has no attention to draw" in capsys.readouterr().err
     assert main(["plot-alignment", str(runs / "bahdanau" / "final"), "--src", "  ", "--out", str(out)]) == 2

@@ -15,7 +15,7 @@ import select
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -81,6 +81,16 @@ def translate(
     return out
 
 
+class LayerAlignment(NamedTuple):
+    """One decoder layer's encoder-decoder attention over a translation (:meth:`Translator.alignment`)."""
+
+    weights: Tensor  # (H, T, S)
+    source: list[str]  # S source subwords
+    target: list[str]  # T output subwords and <eos>
+    layer: int  # 1-based
+    layers: int
+
+
 @dataclass
 class Translator:
     """A translation model (``encode`` / ``decode``, e.g. :class:`~attnlab.models.Transformer`)
@@ -115,13 +125,11 @@ class Translator:
         """Whether the model's decoder attends over the source (Cho et al.'s does not)."""
         return draws_attention(self.model.decode)
 
-    def alignment(
-        self, source: str, translation: str, *, layer: int = -1
-    ) -> tuple[Tensor, list[str], list[str]]:
+    def alignment(self, source: str, translation: str, *, layer: int = -1) -> LayerAlignment:
         """The encoder-decoder attention while the model reads its own ``translation`` of
         ``source``: weights ``(H, T, S)`` of decoder layer ``layer`` (rows: output subwords and
-        ``<eos>``; columns: source subwords; an RNN decoder has one layer and one head) and
-        the two label lists."""
+        ``<eos>``; columns: source subwords; an RNN decoder has one layer and one head), the
+        two label lists and which layer of how many."""
         if not self.draws_attention:
             raise ValueError(
                 f"a {self.model.model_type} model has no attention to draw (its decoder sees one "
@@ -139,17 +147,20 @@ class Translator:
             raise ValueError(f"layer must be in [-{len(weights)}, {len(weights) - 1}], got {layer}")
         chosen = weights[layer][0].float().cpu()  # (H, T, S)
         targets = [*self.tgt_tok.token_strings(out_ids), "<eos>"]
-        return chosen, self.src_tok.token_strings(src_ids), targets
+        return LayerAlignment(
+            chosen, self.src_tok.token_strings(src_ids), targets, layer % len(weights) + 1, len(weights)
+        )
 
     def plot_alignment(self, source: str, translation: str, path: str | Path, *, layer: int = -1) -> Path:
         """:meth:`alignment` drawn by :func:`attnlab.visualize.plot_alignment` into ``path``."""
         from attnlab.visualize import plot_alignment
 
-        weights, source_tokens, target_tokens = self.alignment(source, translation, layer=layer)
-        kind = self.model.model_type
-        where = "" if weights.shape[0] == 1 else f", decoder layer {layer}"
+        found = self.alignment(source, translation, layer=layer)
+        score = getattr(self.model.config, "score", None)
+        kind = self.model.model_type + (f" ({score} score)" if score else "")
+        where = "" if found.layers == 1 else f", decoder layer {found.layer} of {found.layers}"
         return plot_alignment(
-            weights, path, source=source_tokens, target=target_tokens, title=f"{kind}{where}"
+            found.weights, path, source=found.source, target=found.target, title=f"{kind}{where}"
         )
 
 
