@@ -12,8 +12,9 @@ AdamW 1e-3 → 1e-4, ~0.78-0.80 M parameters each). For each model the script
    as many steps as fit into ``--minutes``, the cosine schedule ending there: **equal minutes**,
    what the LSTMN's O(t²) tape costs against the LSTM's O(t) and the GPT's parallel window.
 
-Both runs are bounded by steps, so each is reproducible; only the second one's step count
-comes from this machine's speed (printed). A run whose ``results.json`` exists is reused.
+All equal-steps runs come first (``--steps-only`` stops there). Both runs are bounded by
+steps, so each is reproducible; only the second one's step count comes from this machine's
+speed (printed). A run whose ``results.json`` exists is reused.
 Validation loss is over the whole validation split (per character). The picture plots the
 periodic validation loss of the equal-minutes runs against training minutes.
 """
@@ -28,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import _machine  # noqa: E402
 from _figures import line_chart  # noqa: E402
-from _machine import header  # noqa: E402
 
 from attnlab.tasks import load_recipe, train  # noqa: E402
 from attnlab.training.metrics import read_metrics  # noqa: E402
@@ -58,19 +59,24 @@ def run(config: Path, run_dir: Path, overrides: list[str]) -> dict:
             "val_loss": results["val_loss"], "curve": curve}
 
 
-def compare(minutes: float, out_dir: Path) -> list[dict]:
+def compare(minutes: float | None, out_dir: Path) -> list[dict]:
+    """Every model at equal steps first, then (``minutes`` given) every model at equal minutes."""
     rows = []
     for name, config in RECIPES.items():
-        slug = config.stem
-        steps_run = run(config, out_dir / f"{slug}_steps", [])
+        steps_dir = out_dir / f"{config.stem}_steps"
+        steps_run = run(config, steps_dir, [])
+        params = json.loads((steps_dir / "results.json").read_text()).get("parameters")
+        rows.append({"model": name, "recipe": config.name, "parameters": params,
+                     "equal_steps": steps_run, "equal_minutes": None})
+    for row, config in zip(rows, RECIPES.values(), strict=True):
+        if minutes is None:
+            break
+        steps_run = row["equal_steps"]
         seconds_a_step = steps_run["minutes"] * 60 / steps_run["steps"]
         budget = max(100, int(minutes * 60 / seconds_a_step) // 50 * 50)
         overrides = [f"train.max_steps={budget}", f"optim.decay_steps={budget}",
                      f"train.eval_every={max(budget // 10, 1)}"]
-        minutes_run = run(config, out_dir / f"{slug}_minutes", overrides)
-        params = json.loads((out_dir / f"{slug}_steps" / "results.json").read_text()).get("parameters")
-        rows.append({"model": name, "recipe": config.name, "parameters": params,
-                     "equal_steps": steps_run, "equal_minutes": minutes_run})
+        row["equal_minutes"] = run(config, out_dir / f"{config.stem}_minutes", overrides)
     return rows
 
 
@@ -83,10 +89,9 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         s, m = r["equal_steps"], r["equal_minutes"]
         params = f"{r['parameters']:,}" if r["parameters"] else "?"
-        lines.append(
-            f"| {r['model']} | {params} | {s['steps']:,} | {s['minutes']:.1f} | {s['val_loss']:.4f} "
-            f"| {m['steps']:,} | {m['minutes']:.1f} | {m['val_loss']:.4f} |"
-        )
+        later = f"| {m['steps']:,} | {m['minutes']:.1f} | {m['val_loss']:.4f} |" if m else "| – | – | – |"
+        first = f"| {r['model']} | {params} | {s['steps']:,} | {s['minutes']:.1f} | {s['val_loss']:.4f} "
+        lines.append(first + later)
     return "\n".join(lines)
 
 
@@ -104,15 +109,17 @@ def plot(rows: list[dict], path: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0, help="the equal-minutes budget")
+    parser.add_argument("--steps-only", action="store_true", help="only the equal-steps runs")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "runs" / "compare_lms")
     parser.add_argument("--picture", type=Path, default=ROOT / "docs" / "img" / "lm_loss_by_minute.png")
     args = parser.parse_args(argv)
     if not args.minutes > 0:
         parser.error(f"--minutes must be > 0, got {args.minutes}")
-    print(header(), flush=True)
-    rows = compare(args.minutes, args.out_dir)
+    print(_machine.header(), flush=True)
+    rows = compare(None if args.steps_only else args.minutes, args.out_dir)
     print(table(rows))
-    print(f"picture: {plot(rows, args.picture)}")
+    if not args.steps_only:
+        print(f"picture: {plot(rows, args.picture)}")
     (args.out_dir / "compare_lms.json").write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 

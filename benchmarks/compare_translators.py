@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import _machine  # noqa: E402
 from _figures import line_chart  # noqa: E402
-from _machine import header  # noqa: E402
 
 from attnlab.data import load_multi30k  # noqa: E402
 from attnlab.evaluation import bleu  # noqa: E402
@@ -50,6 +50,18 @@ def bucket_names() -> list[str]:
     return [*names, f"{low}+"]
 
 
+def training_seconds(events: list[dict]) -> float:
+    """The trainer's clock at the last step, summed over the segments of a resumed run (each
+    resume restarts the clock; the steps lost to a kill are not logged, so not counted)."""
+    total, last = 0.0, 0.0
+    for event in events:
+        elapsed = event.get("elapsed_s", 0.0)
+        if elapsed < last:  # a new segment: the run was resumed here
+            total += last
+        last = elapsed
+    return total + last
+
+
 def training_figures(run: Path) -> dict:
     """Steps, training minutes and median tokens/s from ``run/metrics.jsonl``."""
     events = [e for e in read_metrics(run / "metrics.jsonl") if e.get("event") == "train"]
@@ -57,7 +69,7 @@ def training_figures(run: Path) -> dict:
         raise ValueError(f"{run}/metrics.jsonl has no training events")
     return {
         "steps": max(e["step"] for e in events),
-        "train_min": max(e.get("elapsed_s", 0.0) for e in events) / 60,
+        "train_min": training_seconds(events) / 60,
         "tokens_per_s": statistics.median(e["tokens_per_s"] for e in events if "tokens_per_s" in e),
     }
 
@@ -135,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.names or [run.name for run in args.runs]
     if len(names) != len(args.runs):
         parser.error(f"--names has {len(names)} names for {len(args.runs)} runs")
-    print(header(), flush=True)
+    print(_machine.header(), flush=True)
     rows = []
     for run, name in zip(args.runs, names, strict=True):
         print(f"decoding {args.split} with {run}/final ...", flush=True)
