@@ -122,7 +122,8 @@ def test_a_short_bahdanau_run_beats_its_measured_floor(tmp_path):
     """400 steps of configs/multi30k_bahdanau.toml (the full model, warmup 50), scored on the
     first 300 test sentences with beam 5: a floor about 3 BLEU under the 12.15 it measured."""
     run = tmp_path / "bahdanau"
-    assert main(["train", "--config", "configs/multi30k_bahdanau.toml", "--run-dir", str(run), *SHORT_RUN]) == 0
+    config = "configs/multi30k_bahdanau.toml"
+    assert main(["train", "--config", config, "--run-dir", str(run), *SHORT_RUN]) == 0
     results = json.loads((run / "results.json").read_text())
     assert results["sentences"] == 300
     assert results["bleu"] >= SHORT_RUN_BLEU_FLOOR, results["bleu"]
