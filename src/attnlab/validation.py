@@ -102,6 +102,17 @@ def check_ids(name: str, ids: Tensor, vocab_size: int) -> None:
     check_token_ids(name, ids, vocab_size)
 
 
+def check_sequence(x: Tensor, width: int) -> None:
+    """A batch of vector sequences ``(B, T, width)`` with ``T >= 1`` (the NTM's tasks)."""
+    check_rank("x", x, 3, "(B, T, input_dim)")
+    if x.shape[-1] != width:
+        raise ValueError(
+            f"x has input width {x.shape[-1]} (shape {shape_str(x.shape)}) but input_dim is {width}"
+        )
+    if x.shape[1] == 0:
+        raise ValueError(f"x has shape {shape_str(x.shape)}: a zero-length sequence has nothing to run")
+
+
 def check_vocabularies(config: object) -> None:
     """The vocabulary fields an encoder-decoder config shares: ``tgt_vocab_size=None`` becomes
     the source's size; both sizes positive; ``share_embeddings`` needs one vocabulary; the

@@ -8,6 +8,9 @@ by the ``model_type`` its checkpoints carry.
   et al. 2014's fixed context, Bahdanau / Luong / location-aware attention
 * :class:`LSTMLM`, :class:`LSTMN` (and configs) — recurrent language models: the LSTM
   baseline and Cheng et al. 2016's LSTMN (intra-attention over its own past states)
+* :class:`NTM`, :class:`NTMConfig` — Graves et al. 2014's Neural Turing Machine: an LSTM
+  controller with read and write heads addressing an N x M memory; :class:`SequenceLSTM`
+  (and config), the plain LSTM it is compared with on the same tasks
 * :class:`GPTForSequenceClassification`, :class:`GPTClassifierConfig` — a GPT fine-tuned
   with a classification head (GPT-1-style transfer)
 
@@ -30,7 +33,9 @@ from attnlab.models.classifier import GPTClassifierConfig, GPTForSequenceClassif
 from attnlab.models.encoder import Encoder, EncoderConfig
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.lstmn import LSTMLM, LSTMN, LSTMConfig, LSTMNConfig
+from attnlab.models.ntm import NTM, NTMConfig
 from attnlab.models.rnn import AttentionSeq2Seq, AttentionSeq2SeqConfig, RNNSeq2Seq, RNNSeq2SeqConfig
+from attnlab.models.sequence_lstm import SequenceLSTM, SequenceLSTMConfig
 from attnlab.models.transformer import Transformer, TransformerConfig
 
 __all__ = [
@@ -48,9 +53,13 @@ __all__ = [
     "LSTMN",
     "LSTMNConfig",
     "ModelCache",
+    "NTM",
+    "NTMConfig",
     "PretrainedModel",
     "RNNSeq2Seq",
     "RNNSeq2SeqConfig",
+    "SequenceLSTM",
+    "SequenceLSTMConfig",
     "StateCache",
     "Transformer",
     "TransformerConfig",

@@ -9,6 +9,9 @@ training driver; ``attnlab evaluate`` finds the task by the checkpoint's ``model
 * :mod:`~attnlab.tasks.translation` — Multi30k translation (:class:`TranslationTask`), with
   :mod:`~attnlab.tasks.translation_recipe` and :mod:`~attnlab.tasks.translator`
 * :mod:`~attnlab.tasks.language_model` — a GPT on tinyshakespeare (:class:`LanguageModelTask`)
+* :mod:`~attnlab.tasks.algorithmic` — the Neural Turing Machine's tasks (copy, repeat copy,
+  associative recall, priority sort) for the NTM and its LSTM baseline, with
+  :mod:`~attnlab.tasks.algorithmic_recipe`
 * :mod:`~attnlab.tasks.finetune` — GPT-1-style transfer: fine-tuned against from scratch
 * :mod:`~attnlab.tasks.commands` — the CLI's task commands
 """
@@ -18,6 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from attnlab.tasks.algorithmic import AlgorithmicTask
+from attnlab.tasks.algorithmic_recipe import AlgorithmicRecipe
 from attnlab.tasks.base import (
     TASKS,
     EvaluateRequest,
@@ -33,6 +38,8 @@ from attnlab.tasks.translation import TranslationTask
 from attnlab.tasks.translation_recipe import TranslationRecipe
 
 __all__ = [
+    "AlgorithmicRecipe",
+    "AlgorithmicTask",
     "TASKS",
     "EvaluateRequest",
     "LMRecipe",

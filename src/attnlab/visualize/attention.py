@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnlab.visualize.figure import save_figure
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.image import AxesImage
@@ -83,13 +85,6 @@ def draw_attention(
     return image
 
 
-def _save(fig: Any, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    return path
-
-
 def plot_attention(
     weights: Any,
     path: str | Path,
@@ -112,7 +107,7 @@ def plot_attention(
     ax = fig.add_subplot()
     image = draw_attention(ax, w, x_labels=x_labels, y_labels=y_labels, title=title)
     fig.colorbar(image, ax=ax, label="attention weight")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_attention_heads(
@@ -159,7 +154,7 @@ def plot_attention_heads(
         fig.colorbar(image, ax=list(axes[:heads]), label="attention weight")
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_alignment(

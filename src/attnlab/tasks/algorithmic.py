@@ -1,0 +1,230 @@
+"""The Neural Turing Machine's algorithmic tasks as a training task (Graves, Wayne & Danihelka
+2014, §4; Ba (CSC413 Lecture 8), "Neural Turing Machines").
+
+A recipe (:mod:`attnlab.tasks.algorithmic_recipe`) names the task
+(copy, repeat copy, associative recall, priority sort), the model (``ntm`` or the
+``sequence_lstm`` baseline) and the training range. Training draws an endless, seeded stream of
+episodes (:mod:`attnlab.data.algorithmic`) at random lengths in that range; each step's loss is
+the paper's *cost per sequence*: the binary cross-entropy summed over the answer's bits, in
+nats (the paper plots bits: divide by ln 2).
+
+Validation and the final test count **bit errors per sequence**: an output bit is the logit's
+sign, compared with the target over the scored (answer) steps. The report scores each test
+length (generalisation beyond the training range), writes ``results.json`` and, for an NTM,
+draws its memory access (:func:`draw_memory_access`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.data.algorithmic import TASKS, Episode
+from attnlab.devices import model_device, to_device
+from attnlab.generation.state import inference
+from attnlab.models import load_pretrained
+from attnlab.tasks.algorithmic_recipe import AlgorithmicData, AlgorithmicRecipe
+from attnlab.tasks.base import EvaluateRequest, Task, register_task, saved_recipe
+from attnlab.training import TrainResult
+from attnlab.training.losses import mean_loss
+
+VAL_BATCH = 10  # sequences per validation / test batch (one length each)
+
+
+def draw_episode(
+    data: AlgorithmicData, batch: int, generator: torch.Generator, *,
+    length: int | None = None, repeats: int | None = None,
+) -> Episode:
+    """``batch`` sequences of the recipe's task; ``length`` (and ``repeats``) drawn uniformly
+    from the training range when not given."""
+    draw = random.Random(int(torch.randint(0, 2**31, (1,), generator=generator)))
+    length = length if length is not None else draw.randint(data.min_length, data.max_length)
+    make = TASKS[data.task]
+    if data.task == "copy":
+        return make(batch, length, bits=data.bits, generator=generator)
+    if data.task == "repeat_copy":
+        repeats = repeats if repeats is not None else draw.randint(data.min_repeats, data.max_repeats)
+        return make(batch, length, repeats, bits=data.bits, max_repeats=data.max_repeats, generator=generator)
+    if data.task == "associative_recall":
+        return make(batch, length, item_length=data.item_length, bits=data.bits, generator=generator)
+    keep = None if data.keep is None else min(data.keep, length)
+    return make(batch, length, keep=keep, bits=data.bits, generator=generator)
+
+
+def train_episodes(data: AlgorithmicData) -> Callable[[int], Iterator[Episode]]:
+    """``train_data(epoch)`` for the Trainer: an endless stream seeded by ``(seed, epoch)``, so
+    a resumed run replays it."""
+
+    def epoch_batches(epoch: int) -> Iterator[Episode]:
+        generator = torch.Generator().manual_seed(data.seed * 1_000_003 + epoch)
+        while True:
+            yield draw_episode(data, data.batch_size, generator)
+
+    return epoch_batches
+
+
+def fixed_episodes(
+    data: AlgorithmicData, count: int, seed: int, *, length: int | None = None, repeats: int | None = None
+) -> list[Episode]:
+    """``count`` sequences in batches of up to :data:`VAL_BATCH`, the same every call."""
+    generator = torch.Generator().manual_seed(seed)
+    sizes = [min(VAL_BATCH, count - start) for start in range(0, count, VAL_BATCH)]
+    return [draw_episode(data, size, generator, length=length, repeats=repeats) for size in sizes]
+
+
+def sequence_cost(model: nn.Module, batch: Episode) -> tuple[Tensor, int]:
+    """The binary cross-entropy summed over the scored bits, and the number of sequences."""
+    logits = model(batch.inputs)  # (B, T, output_dim)
+    bits = F.binary_cross_entropy_with_logits(logits.float(), batch.targets, reduction="none").sum(-1)
+    return (bits * batch.mask).sum(), batch.inputs.shape[0]
+
+
+def bit_errors(model: nn.Module, batches: list[Episode]) -> float:
+    """Bit errors per sequence: output bits (the logits' signs) that differ from the targets
+    over the scored steps, averaged over the sequences of ``batches``."""
+    device, errors, sequences = model_device(model), 0.0, 0
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                batch = to_device(batch, device)
+                wrong = (model(batch.inputs) > 0).float() != batch.targets  # (B, T, bits)
+                errors += float((wrong & batch.mask.unsqueeze(-1)).sum())
+                sequences += batch.inputs.shape[0]
+    finally:
+        model.train(was_training)
+    return errors / sequences
+
+
+def score_lengths(model: nn.Module, recipe: AlgorithmicRecipe) -> dict[str, dict[str, float]]:
+    """Bit errors per sequence at each test length (× each test repeat count for repeat copy),
+    ``eval.test_sequences`` sequences each, seeded by ``data.seed``."""
+    data, ev = recipe.data, recipe.eval
+    repeats = ev.test_repeats if data.task == "repeat_copy" else [None]
+    scores: dict[str, dict[str, float]] = {}
+    for r in repeats:
+        key = "bit_errors" if r is None else f"bit_errors_repeats_{r}"
+        scores[key] = {
+            str(length): bit_errors(model, fixed_episodes(
+                data, ev.test_sequences, data.seed + 20_000 + length, length=length, repeats=r
+            ))
+            for length in ev.test_lengths
+        }
+    return scores
+
+
+@register_task
+class AlgorithmicTask(Task):
+    """An NTM (or its LSTM baseline) on one of the paper's tasks (see the module docstring)."""
+
+    recipe_class = AlgorithmicRecipe
+    recipe: AlgorithmicRecipe
+
+    def prepare(self, resume: Path | None) -> None:
+        d = self.recipe.data
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.val_batches = fixed_episodes(d, self.recipe.eval.val_sequences, d.seed + 10_000)
+
+    def build_model(self) -> nn.Module:
+        from attnlab.data.algorithmic import task_dims
+
+        input_dim, output_dim = task_dims(self.recipe.data.task, self.recipe.data.bits)
+        return self.recipe.model.build_model(input_dim=input_dim, output_dim=output_dim)
+
+    def describe(self, model: nn.Module) -> str:
+        d = self.recipe.data
+        return (
+            f"{model.model_type}: {model.num_parameters():,} parameters; task {d.task}, lengths "
+            f"{d.min_length}-{d.max_length}, {d.batch_size} sequence(s) a step"
+        )
+
+    def train_data(self) -> Callable[[int], Iterator[Episode]]:
+        return train_episodes(self.recipe.data)
+
+    def loss(self, model: nn.Module, batch: Episode) -> tuple[Tensor, int]:
+        return sequence_cost(model, batch)
+
+    def validate(self, model: nn.Module) -> dict[str, float]:
+        return {
+            "val_loss": mean_loss(model, sequence_cost, self.val_batches),
+            "bit_errors": bit_errors(model, self.val_batches),
+        }
+
+    def report(self, model: nn.Module, result: TrainResult) -> dict[str, Any]:
+        """Score every test length, draw the memory access, write ``results.json``."""
+        scores = score_lengths(model, self.recipe)
+        pictures = draw_report_pictures(model, self.recipe, self.run_dir)
+        results = {
+            **scores,
+            "task": self.recipe.data.task,
+            "model_type": model.model_type,
+            "parameters": model.num_parameters(),
+            "sequences_seen": result.step * self.recipe.data.batch_size,
+            "steps": result.step,
+            "wall_time_s": result.seconds,
+            "stopped": result.stopped,
+            "last_eval": result.last_eval,
+            "checkpoint": str(result.last_checkpoint),
+            "pictures": [str(p) for p in pictures],
+        }
+        (self.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        print(self.format_scores(scores))
+        for picture in pictures:
+            print(f"picture: {picture}")
+        print(f"{result.step} steps in {result.seconds:.1f} s ({result.stopped}); checkpoint: "
+              f"{result.last_checkpoint}", flush=True)
+        return results
+
+    @classmethod
+    def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
+        """Bit errors per sequence at the checkpoint recipe's test lengths."""
+        if request.split not in (None, "test"):
+            raise ValueError(f"split must be 'test' for an algorithmic task, got {request.split!r}")
+        recipe = AlgorithmicRecipe.from_dict(saved_recipe(checkpoint))
+        return score_lengths(load_pretrained(checkpoint, device=request.device), recipe)
+
+    @classmethod
+    def format_scores(cls, scores: Mapping[str, Any]) -> str:
+        lines = []
+        for key, by_length in scores.items():
+            cells = "  ".join(f"{length}: {errors:.2f}" for length, errors in by_length.items())
+            lines.append(f"{key.replace('_', ' ')} per sequence by length  {cells}")
+        return "\n".join(lines)
+
+
+def draw_memory_access(model: nn.Module, episode: Episode, path: Path, *, title: str = "") -> Path:
+    """Run an NTM on the first sequence of ``episode`` with its trace and draw the first write
+    and read heads (:func:`attnlab.visualize.plot_memory_access`)."""
+    from attnlab.visualize import plot_memory_access
+
+    episode = to_device(episode, model_device(model))
+    with inference(model):
+        logits, trace = model(episode.inputs[:1], return_trace=True)
+    outputs = torch.sigmoid(logits[0]) * episode.mask[0, :, None]
+    return plot_memory_access(
+        episode.inputs[0], episode.targets[0], outputs, trace.write_weights[0, :, 0],
+        trace.read_weights[0, :, 0], trace.add[0, :, 0], path, title=title,
+    )
+
+
+def draw_report_pictures(model: nn.Module, recipe: AlgorithmicRecipe, run_dir: Path) -> list[Path]:
+    """The memory access of an NTM at the longest training length and the longest test length
+    (:func:`draw_memory_access`); none for the LSTM, which has no memory to show."""
+    if model.model_type != "ntm":
+        return []
+    data = recipe.data
+    return [
+        draw_memory_access(
+            model, fixed_episodes(data, 1, data.seed + 30_000, length=length)[0],
+            run_dir / f"memory_{name}_length_{length}.png", title=f"{data.task}, length {length}",
+        )
+        for name, length in (("train", data.max_length), ("test", max(recipe.eval.test_lengths)))
+    ]

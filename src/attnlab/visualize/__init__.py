@@ -1,0 +1,29 @@
+"""Pictures, drawn with matplotlib's object-oriented ``Figure`` API (imported inside the
+functions, so ``import attnlab`` stays light).
+
+* :mod:`~attnlab.visualize.attention` — attention heatmaps, per-head panels, alignments
+* :mod:`~attnlab.visualize.memory` — a Neural Turing Machine's memory access, generalisation
+  and learning curves
+"""
+
+from attnlab.visualize.attention import (
+    draw_attention,
+    plot_alignment,
+    plot_attention,
+    plot_attention_heads,
+    printable,
+)
+from attnlab.visualize.figure import save_figure
+from attnlab.visualize.memory import plot_generalisation, plot_learning_curves, plot_memory_access
+
+__all__ = [
+    "draw_attention",
+    "plot_alignment",
+    "plot_attention",
+    "plot_attention_heads",
+    "plot_generalisation",
+    "plot_learning_curves",
+    "plot_memory_access",
+    "printable",
+    "save_figure",
+]

@@ -1,0 +1,107 @@
+"""Pictures of a Neural Turing Machine at work, after Graves, Wayne & Danihelka (2014),
+Figures 4-6 and 8-9 (Ba (CSC413 Lecture 8), "Neural Turing Machines").
+
+* :func:`plot_memory_access` — one sequence: inputs, targets and outputs over time; what the
+  write head adds and where it writes; where the read head reads (locations down, time
+  across, weights as grey levels). It takes arrays: the task runs the model
+  (:func:`attnlab.tasks.algorithmic.draw_memory_access`).
+* :func:`plot_generalisation` — bit errors per sequence against sequence length for several
+  models, the training range shaded.
+* :func:`plot_learning_curves` — cost per sequence against sequences seen.
+
+matplotlib is imported here, not by ``import attnlab`` (the Figure API needs no backend).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.visualize.figure import save_figure
+
+
+def _used_locations(*weights: np.ndarray, margin: int = 2, floor: float = 0.05) -> slice:
+    """The span of memory locations any head gave more than ``floor`` weight, plus a margin."""
+    peak = np.max([w.max(axis=0) for w in weights], axis=0)  # (N,)
+    used = np.flatnonzero(peak > floor)
+    if used.size == 0:
+        return slice(0, peak.size)
+    return slice(max(int(used[0]) - margin, 0), min(int(used[-1]) + margin + 1, peak.size))
+
+
+def plot_memory_access(
+    inputs: Any, targets: Any, outputs: Any, write_weights: Any, read_weights: Any, adds: Any,
+    path: str | Path, *, title: str = "",
+) -> Path:
+    """Draw one sequence in the paper's Figure 6 layout, time across: ``inputs (T, in)``,
+    ``targets`` and ``outputs (T, out)`` (probabilities), a write head's ``adds (T, M)`` and
+    ``write_weights (T, N)``, a read head's ``read_weights (T, N)`` (tensors or arrays).
+    Locations are cropped to the span the heads used."""
+    from matplotlib.figure import Figure
+
+    inputs, targets, outputs, write, read, adds = (
+        np.asarray(x.detach().float().cpu() if isinstance(x, torch.Tensor) else x)
+        for x in (inputs, targets, outputs, write_weights, read_weights, adds)
+    )
+    span = _used_locations(write, read)
+    locations = f"locations {span.start}-{span.stop - 1}"
+    panels = [  # (title, image (rows, T), y label, first row's index)
+        ("inputs", inputs.T, "channel", 0), ("targets", targets.T, "bit", 0),
+        ("outputs σ(y)", outputs.T, "bit", 0), ("add vectors (write head)", adds.T, "memory width", 0),
+        (f"write weightings ({locations})", write[:, span].T, "location", span.start),
+        (f"read weightings ({locations})", read[:, span].T, "location", span.start),
+    ]
+    fig = Figure(figsize=(min(4 + 0.12 * inputs.shape[0], 16), 11), layout="constrained")
+    axes = fig.subplots(len(panels), 1, sharex=True)
+    for ax, (name, image, ylabel, first) in zip(axes, panels, strict=True):
+        rows, steps = image.shape
+        ax.imshow(image, aspect="auto", cmap="gray_r" if ylabel == "location" else "viridis",
+                  interpolation="nearest", extent=(-0.5, steps - 0.5, first + rows - 0.5, first - 0.5))
+        ax.set_title(name, fontsize=9, loc="left")
+        ax.set_ylabel(ylabel, fontsize=8)
+    axes[-1].set_xlabel("time step")
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def plot_generalisation(
+    curves: Mapping[str, Mapping[int, float]], path: str | Path, *,
+    train_range: tuple[int, int], title: str = "", ylabel: str = "bit errors per sequence",
+) -> Path:
+    """Bit errors per sequence against length, one line per model, ``train_range`` shaded."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    ax.axvspan(*train_range, color="0.9", label=f"training lengths {train_range[0]}-{train_range[1]}")
+    for name, by_length in curves.items():
+        lengths = sorted(int(k) for k in by_length)
+        ax.plot(lengths, [by_length[k] if k in by_length else by_length[str(k)] for k in lengths],
+                marker="o", label=name)
+    ax.set(xlabel="sequence length", ylabel=ylabel, title=title)
+    ax.set_yscale("symlog", linthresh=0.1)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return save_figure(fig, path)
+
+
+def plot_learning_curves(
+    curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], path: str | Path, *, title: str = ""
+) -> Path:
+    """Cost per sequence (nats) against sequences seen, one line per model (``(x, y)`` each)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    for name, (seen, cost) in curves.items():
+        ax.plot(seen, cost, label=name)
+    ax.set(xlabel="sequences seen", ylabel="cost per sequence (nats)", title=title)
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return save_figure(fig, path)
