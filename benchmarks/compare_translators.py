@@ -12,6 +12,10 @@ chrF (cased, detokenized). Then BLEU against source length (in words, buckets of
 size): Bahdanau et al. (2015) Figure 2, where the fixed-vector encoder-decoder falls off on
 long sentences and the attention model does not, drawn to ``--out``.
 
+With ``--from-results`` no decoding is done: BLEU and chrF are the ones each run's own
+``attnlab train`` report wrote to ``results.json`` (same split, beam and length penalty), and
+the length buckets and the picture are left out.
+
 Tokens/s come from each run's own log, so they compare only runs made on one machine with
 nothing else running; ``benchmarks/rnn_speed.py`` measures the models' speed side by side.
 """
@@ -104,6 +108,27 @@ def evaluate_run(run: Path, name: str, split: str) -> dict:
     }
 
 
+def reported_run(run: Path, name: str, split: str) -> dict:
+    """A row from the run's own report (``results.json``) instead of decoding again."""
+    from attnlab.models import load_pretrained
+
+    results = json.loads((run / "results.json").read_text())
+    if results.get("split") != split:
+        raise ValueError(f"{run}/results.json scores split {results.get('split')!r}, not {split!r}")
+    model = load_pretrained(run / "final")
+    return {
+        "system": name,
+        "model_type": model.model_type,
+        "parameters": model.num_parameters(),
+        **training_figures(run),
+        "beam": results["beam_size"],
+        "length_penalty": results["length_penalty"],
+        "bleu": results["bleu"],
+        "chrf": results["chrf"],
+        "bleu_signature": results["bleu_signature"],
+    }
+
+
 def table(rows: list[dict]) -> str:
     lines = [
         "| system | model | parameters | steps | training min | train tokens/s | beam, α "
@@ -116,6 +141,8 @@ def table(rows: list[dict]) -> str:
             f"{r['train_min']:.1f} | {r['tokens_per_s']:,.0f} | {r['beam']}, {r['length_penalty']} | "
             f"{r['bleu']:.2f} | {r['chrf']:.2f} |"
         )
+    if "bucket_sizes" not in rows[0]:
+        return "\n".join(lines)
     names = list(rows[0]["bucket_sizes"])
     sizes = " | ".join(f"{n} ({rows[0]['bucket_sizes'][n]})" for n in names)
     lines += ["", f"| BLEU by source length, words (sentences) | {sizes} |", "|---|" + "---:|" * len(names)]
@@ -143,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "bleu_by_length.png")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    parser.add_argument("--from-results", action="store_true",
+                        help="take BLEU / chrF from each run's results.json; no decoding, no length buckets")
     args = parser.parse_args(argv)
     names = args.names or [run.name for run in args.runs]
     if len(names) != len(args.runs):
@@ -150,10 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     print(_machine.header(), flush=True)
     rows = []
     for run, name in zip(args.runs, names, strict=True):
+        if args.from_results:
+            rows.append(reported_run(run, name, args.split))
+            continue
         print(f"decoding {args.split} with {run}/final ...", flush=True)
         rows.append(evaluate_run(run, name, args.split))
     print(table(rows))
-    print(f"picture: {plot(rows, args.out)}")
+    if not args.from_results:
+        print(f"picture: {plot(rows, args.out)}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0

@@ -2,8 +2,8 @@
 functions, so ``import attnlab`` stays light).
 
 * :mod:`~attnlab.visualize.attention` — attention heatmaps, per-head panels, alignments
-* :mod:`~attnlab.visualize.memory` — a Neural Turing Machine's memory access, generalisation
-  and learning curves
+* :mod:`~attnlab.visualize.memory` — a Neural Turing Machine's memory access and its
+  generalisation curve
 """
 
 from attnlab.visualize.attention import (
@@ -14,7 +14,7 @@ from attnlab.visualize.attention import (
     printable,
 )
 from attnlab.visualize.figure import save_figure
-from attnlab.visualize.memory import plot_generalisation, plot_learning_curves, plot_memory_access
+from attnlab.visualize.memory import plot_generalisation, plot_memory_access
 
 __all__ = [
     "draw_attention",
@@ -22,7 +22,6 @@ __all__ = [
     "plot_attention",
     "plot_attention_heads",
     "plot_generalisation",
-    "plot_learning_curves",
     "plot_memory_access",
     "printable",
     "save_figure",

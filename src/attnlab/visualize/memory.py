@@ -7,14 +7,13 @@ Figures 4-6 and 8-9 (Ba (CSC413 Lecture 8), "Neural Turing Machines").
   (:func:`attnlab.tasks.algorithmic.draw_memory_access`).
 * :func:`plot_generalisation` — bit errors per sequence against sequence length for several
   models, the training range shaded.
-* :func:`plot_learning_curves` — cost per sequence against sequences seen.
 
 matplotlib is imported here, not by ``import attnlab`` (the Figure API needs no backend).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -89,19 +88,3 @@ def plot_generalisation(
     ax.legend()
     return save_figure(fig, path)
 
-
-def plot_learning_curves(
-    curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], path: str | Path, *, title: str = ""
-) -> Path:
-    """Cost per sequence (nats) against sequences seen, one line per model (``(x, y)`` each)."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
-    ax = fig.add_subplot()
-    for name, (seen, cost) in curves.items():
-        ax.plot(seen, cost, label=name)
-    ax.set(xlabel="sequences seen", ylabel="cost per sequence (nats)", title=title)
-    ax.set_yscale("log")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    return save_figure(fig, path)
