@@ -39,6 +39,14 @@ def test_bleu_is_drawn_only_when_logged(tmp_path):
     assert [p.name for p in plot_run(tmp_path, tmp_path / "out")] == ["loss.png", "lr.png"]
 
 
+def test_every_other_eval_metric_gets_its_own_curve(tmp_path):
+    events = [_train(s) for s in range(1, 5)]
+    events += [{"event": "eval", "step": s, "val_loss": 1.0 / s, "perplexity": 3.0, "bit_errors": 8.0 / s}
+               for s in (2, 4)]
+    _write(tmp_path, events)
+    assert [p.name for p in plot_run(tmp_path)] == ["loss.png", "lr.png", "bit_errors.png"]
+
+
 def test_empty_or_missing_metrics_are_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="metrics file .* does not exist"):
         plot_run(tmp_path)

@@ -12,6 +12,7 @@ from typing import Any
 from attnlab.training.metrics import read_metrics
 
 BLEU_KEYS = ("val_bleu", "bleu")  # eval-event keys drawn as the BLEU curve
+NOT_DRAWN = ("event", "step", "epoch", "val_loss", "perplexity", *BLEU_KEYS)  # drawn otherwise or implied
 
 
 def _series(events: list[dict[str, Any]], event: str, key: str) -> tuple[list[int], list[float]]:
@@ -42,9 +43,10 @@ def _figure(
 
 
 def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
-    """Draw ``loss.png`` (train loss, and validation loss when evaluated), ``lr.png`` and,
-    when eval events carry ``val_bleu`` (the translation task's key) or ``bleu``, ``bleu.png``
-    into ``out_dir`` (default ``run_dir/plots``). Returns the written paths."""
+    """Draw ``loss.png`` (train loss, and validation loss when evaluated), ``lr.png``, when
+    eval events carry ``val_bleu`` (the translation task's key) or ``bleu``, ``bleu.png``, and
+    one ``KEY.png`` for every other metric the evaluations logged (``bit_errors`` of the NTM
+    tasks) into ``out_dir`` (default ``run_dir/plots``). Returns the written paths."""
     events = read_metrics(run_dir)
     out = Path(out_dir) if out_dir is not None else Path(run_dir) / "plots"
     train_steps, train_loss = _series(events, "train", "loss")
@@ -55,7 +57,7 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
     val_steps, val_loss = _series(events, "eval", "val_loss")
     if val_steps:
         loss_curves.append(("validation", val_steps, val_loss))
-    written = [_figure("loss", "loss per target token", loss_curves, out / "loss.png")]
+    written = [_figure("loss", "loss (the task's, per target)", loss_curves, out / "loss.png")]
     lr_steps, lr = _series(events, "train", "lr")
     if lr_steps:
         written.append(_figure("learning rate", "lr", [("lr", lr_steps, lr)], out / "lr.png"))
@@ -67,4 +69,10 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
         written.append(
             _figure("validation BLEU", "BLEU", [("bleu", bleu_steps, bleu)], out / "bleu.png")
         )
+    others = dict.fromkeys(k for e in events if e.get("event") == "eval" for k in e if k not in NOT_DRAWN)
+    for key in others:
+        steps, values = _series(events, "eval", key)
+        if steps:
+            name = key.replace("_", " ")
+            written.append(_figure(f"validation {name}", name, [(name, steps, values)], out / f"{key}.png"))
     return written
