@@ -54,7 +54,7 @@ def run(config: Path, run_dir: Path, seed: int, overrides: list[str]) -> dict:
         "steps": results["steps"], "minutes": results["wall_time_s"] / 60,
         "converged_after": converged, "bit_errors": results["bit_errors"],
         "curve": ([e["step"] * batch for e in train_events], [e["loss"] for e in train_events]),
-        "pictures": results["pictures"],
+        "pictures": [str(run_dir / Path(p).name) for p in results["pictures"]],  # the run may have moved
     }
 
 

@@ -6,7 +6,8 @@ A recipe (:mod:`attnlab.tasks.algorithmic_recipe`) names the task
 ``sequence_lstm`` baseline) and the training range. Training draws an endless, seeded stream of
 episodes (:mod:`attnlab.data.algorithmic`) at random lengths in that range; each step's loss is
 the paper's *cost per sequence*: the binary cross-entropy summed over the answer's bits, in
-nats (the paper plots bits: divide by ln 2).
+nats (the paper plots bits: divide by ln 2); the trainer's count of "tokens" (its
+``tokens_per_s``) counts sequences here.
 
 Validation and the final test count **bit errors per sequence**: an output bit is the logit's
 sign, compared with the target over the scored (answer) steps. The report scores each test
