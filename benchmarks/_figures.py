@@ -15,16 +15,15 @@ def line_chart(
     title: str,
     xticks: tuple[Sequence[float], Sequence[str]] | None = None,
     yscale: str = "linear",
-    markers: bool = True,
 ) -> Path:
-    """One line (with markers unless ``markers=False``) per ``name: (xs, ys)``, a legend and a
+    """One line with markers per ``name: (xs, ys)``, a legend and a
     light grid, saved to ``path``; ``yscale`` as matplotlib's (``"log"``)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.5, 4), layout="constrained")
     ax = fig.add_subplot()
     for name, (xs, ys) in series.items():
-        ax.plot(xs, ys, marker="o" if markers else None, label=name)
+        ax.plot(xs, ys, marker="o", label=name)
     if xticks is not None:
         ax.set_xticks(*xticks)
     ax.set_xlabel(xlabel)

@@ -11,8 +11,10 @@ sequence ("converged"), and the final bit errors per sequence at every test leng
 
 * ``ntm_T_generalisation.png`` — bit errors per sequence against length, training range shaded
   (Graves et al. 2014, Figures 3-4: the NTM keeps copying beyond it, the LSTM does not);
-* ``ntm_T_learning.png`` — cost per sequence against sequences seen (Figures 3, 7, 10, 16);
-* ``ntm_T_memory.png`` — the first NTM seed's memory access at the longest training length.
+* ``ntm_T_learning.png`` — cost per sequence on the fixed validation sequences (training
+  lengths) against sequences seen (Graves et al. 2014, Figures 3, 7, 10, 16);
+* ``ntm_T_memory.png``, ``ntm_T_memory_longest.png`` — the first NTM seed's memory access at
+  the longest training length and at the longest test length.
 """
 
 from __future__ import annotations
@@ -48,12 +50,11 @@ def run(config: Path, run_dir: Path, seed: int, overrides: list[str]) -> dict:
     events = read_metrics(run_dir / "metrics.jsonl")
     evals = [e for e in events if e.get("event") == "eval"]
     converged = next((e["step"] * batch for e in evals if e["bit_errors"] <= CONVERGED), None)
-    train_events = [e for e in events if e.get("event") == "train"]
     return {
         "model": results["model_type"], "seed": seed, "parameters": results["parameters"],
         "steps": results["steps"], "minutes": results["wall_time_s"] / 60,
         "converged_after": converged, "bit_errors": results["bit_errors"],
-        "curve": ([e["step"] * batch for e in train_events], [e["loss"] for e in train_events]),
+        "curve": ([e["step"] * batch for e in evals], [e["val_loss"] for e in evals]),
         "pictures": [str(run_dir / Path(p).name) for p in results["pictures"]],  # the run may have moved
     }
 
@@ -102,13 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     learning = line_chart(
         {f"{name[r['model']]} seed {r['seed']}": r["curve"] for r in rows},
         args.img_dir / f"ntm_{args.task}_learning.png", xlabel="sequences seen",
-        ylabel="cost per sequence (nats)", title=f"{args.task}: learning curves", yscale="log", markers=False,
+        ylabel="validation cost per sequence (nats)", title=f"{args.task}: learning curves", yscale="log",
     )
     print(f"pictures: {generalisation}, {learning}")
     ntm = next((r for r in rows if r["model"] == "ntm" and r["pictures"]), None)
-    if ntm is not None:
-        memory = shutil.copyfile(ntm["pictures"][0], args.img_dir / f"ntm_{args.task}_memory.png")
-        print(f"memory access: {memory}")
+    if ntm is not None:  # the longest training length, then the longest test length
+        for picture, suffix in zip(ntm["pictures"], ("", "_longest"), strict=False):
+            memory = shutil.copyfile(picture, args.img_dir / f"ntm_{args.task}_memory{suffix}.png")
+            print(f"memory access: {memory}")
     (args.out_dir / f"{args.task}.json").write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 

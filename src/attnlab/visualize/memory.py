@@ -75,7 +75,7 @@ def plot_generalisation(
     """Bit errors per sequence against length, one line per model, ``train_range`` shaded."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+    fig = Figure(figsize=(8.0, 4.0), layout="constrained")
     ax = fig.add_subplot()
     ax.axvspan(*train_range, color="0.9", label=f"training lengths {train_range[0]}-{train_range[1]}")
     for name, by_length in curves.items():
@@ -85,6 +85,6 @@ def plot_generalisation(
     ax.set(xlabel="sequence length", ylabel=ylabel, title=title)
     ax.set_yscale("symlog", linthresh=0.1)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return save_figure(fig, path)
 
