@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.data.algorithmic import TASKS, Episode
+from attnlab.data.algorithmic import TASKS, Episode, task_dims
 from attnlab.devices import model_device, to_device
 from attnlab.generation.state import inference
 from attnlab.models import load_pretrained
@@ -135,8 +135,6 @@ class AlgorithmicTask(Task):
         self.val_batches = fixed_episodes(d, self.recipe.eval.val_sequences, d.seed + 10_000)
 
     def build_model(self) -> nn.Module:
-        from attnlab.data.algorithmic import task_dims
-
         input_dim, output_dim = task_dims(self.recipe.data.task, self.recipe.data.bits)
         return self.recipe.model.build_model(input_dim=input_dim, output_dim=output_dim)
 
