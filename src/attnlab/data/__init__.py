@@ -5,6 +5,9 @@
 * :mod:`~attnlab.data.multi30k` — the Multi30k registry (splits, languages, checksums)
 * :mod:`~attnlab.data.tokenizers` — byte-level BPE (Hugging Face ``tokenizers``) and characters
 * :mod:`~attnlab.data.batching` — token-budget batches for translation, windows for LMs
+* :mod:`~attnlab.data.mnist` — the MNIST test set's 10,000 digits and their fixed split
+* :mod:`~attnlab.data.scenes` — seeded scenes of those digits, with boxes and captions
+* :mod:`~attnlab.data.image_captions` — a folder of images + a captions file (Flickr8k layout)
 """
 
 from attnlab.data.batching import (
@@ -72,4 +75,45 @@ __all__ += [
     "load_kjv_verses",
     "load_shakespeare_vs_kjv",
     "shakespeare_vs_kjv",
+]
+
+# Image captioning: MNIST source digits, composed scenes, a folder of images and its captions.
+from attnlab.data.image_captions import (  # noqa: E402
+    ImageCaptions,
+    load_image,
+    load_image_captions,
+    read_captions,
+    write_scene_folder,
+)
+from attnlab.data.mnist import SPLITS as MNIST_SPLITS  # noqa: E402
+from attnlab.data.mnist import SourceDigits, read_mnist, source_digits  # noqa: E402
+from attnlab.data.scenes import (  # noqa: E402
+    PlacedDigit,
+    Scene,
+    caption,
+    caption_digits,
+    caption_text,
+    compose_scene,
+    make_scenes,
+    split_caption,
+)
+
+__all__ += [
+    "ImageCaptions",
+    "MNIST_SPLITS",
+    "PlacedDigit",
+    "Scene",
+    "SourceDigits",
+    "caption",
+    "caption_digits",
+    "caption_text",
+    "compose_scene",
+    "load_image",
+    "load_image_captions",
+    "make_scenes",
+    "read_captions",
+    "read_mnist",
+    "source_digits",
+    "split_caption",
+    "write_scene_folder",
 ]

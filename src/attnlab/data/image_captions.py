@@ -1,0 +1,171 @@
+"""Image-caption data as a folder of images and a captions file (the Flickr8k layout), and
+composed digit scenes written in that layout, so that both load through one code path.
+
+**Captions file**: UTF-8 text (or gzip), one caption a line, ``IMAGE<TAB>CAPTION``. ``IMAGE``
+is a file name relative to the image folder and may end in ``#k``, the caption number of
+Flickr8k's token file (``1000268201_693b08cb0e.jpg#0<TAB>A child in a pink dress ...``), which
+is dropped. An image may have several captions, one line each; blank lines are skipped.
+
+**Images**: any format Pillow reads, converted to ``channels`` (1: grey by Pillow's ITU-R
+601-2 luma; 3: RGB; an alpha channel is dropped) and, with ``size``, resized (bilinear) to
+``(H, W)``; returned as ``(C, H, W)`` float32 in [0, 1]. 16-bit and floating-point images are
+refused rather than silently clipped to 8 bits.
+
+Errors name the file: a missing captions file or image is a ``FileNotFoundError``; a captions
+file without captions, a malformed line (``file:line``) or a file Pillow cannot decode is a
+``ValueError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import Tensor
+from torch.utils.data import Dataset
+
+from attnlab.atomic_dir import atomic_directory
+from attnlab.data.corpora import PathLike, read_lines
+from attnlab.data.scenes import Scene, caption, caption_text
+from attnlab.validation import check_choice, check_positive
+
+__all__ = [
+    "CAPTIONS_FILE", "ImageCaptions", "load_image", "load_image_captions", "read_captions",
+    "write_scene_folder",
+]
+
+CAPTIONS_FILE = "captions.txt"
+_MODES = {1: "L", 3: "RGB"}
+_WIDE_MODES = ("I", "F")  # 32-bit integer and float; "I;16*" are matched by prefix
+
+
+def read_captions(path: PathLike) -> list[tuple[str, str]]:
+    """``(image name, caption)`` pairs of a captions file, in file order (``#k`` dropped).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: a line without a tab, with an empty name or caption (``path:line``), or a
+            file with no captions at all.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"captions file {path} not found")
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        name, tab, text = line.partition("\t")
+        if not tab:
+            raise ValueError(f"{path}:{number}: expected IMAGE<TAB>CAPTION, got a line without a tab")
+        name, text = name.strip(), text.strip()
+        if "#" in name and name.rpartition("#")[2].isdigit():
+            name = name.rpartition("#")[0]  # Flickr8k's caption number
+        if not name or not text:
+            raise ValueError(f"{path}:{number}: the {'image name' if not name else 'caption'} is empty")
+        pairs.append((name, text))
+    if not pairs:
+        raise ValueError(f"captions file {path} holds no captions (empty or only blank lines)")
+    return pairs
+
+
+def _size(size: int | Sequence[int] | None) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    h, w = (size, size) if isinstance(size, int) else tuple(size)
+    check_positive("size (height)", h)
+    check_positive("size (width)", w)
+    return int(h), int(w)
+
+
+def load_image(path: PathLike, channels: int = 3, size: int | Sequence[int] | None = None) -> Tensor:
+    """The image at ``path`` as ``(channels, H, W)`` float32 in [0, 1]; ``size`` is ``(H, W)``
+    or one side of a square (default: the file's own size).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: ``path`` is not an image Pillow can decode, or a 16-bit / float image (naming
+            the file); ``channels`` not 1 or 3.
+    """
+    check_choice("channels", channels, tuple(_MODES))
+    shape = _size(size)
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"image {path} not found")
+    try:
+        with Image.open(path) as img:
+            img.load()
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
+        raise ValueError(f"{path}: not a readable image ({type(err).__name__}: {err})") from None
+    if img.mode in _WIDE_MODES or img.mode.startswith("I;16"):
+        raise ValueError(f"{path}: image mode {img.mode} (16-bit or float) is not supported; "
+                         "convert it to 8-bit grey or RGB")
+    img = img.convert(_MODES[channels])
+    if shape is not None and img.size != (shape[1], shape[0]):
+        img = img.resize((shape[1], shape[0]), Image.Resampling.BILINEAR)
+    pixels = torch.from_numpy(np.asarray(img, dtype=np.uint8).copy())  # (H, W) or (H, W, 3)
+    pixels = pixels[None] if channels == 1 else pixels.permute(2, 0, 1)  # (C, H, W)
+    return pixels.float() / 255
+
+
+class ImageCaptions(Dataset):
+    """A folder of images and its captions file: item ``i`` is ``(image (C, H, W), caption)``.
+
+    ``captions`` defaults to ``<folder>/captions.txt``. Every image named in it must exist
+    (checked here, ``FileNotFoundError`` naming the image and the line's file); images are
+    decoded when an item is read, so a corrupt one raises ``ValueError`` then.
+    """
+
+    def __init__(self, folder: PathLike, captions: PathLike | None = None, *, channels: int = 3,
+                 size: int | Sequence[int] | None = None) -> None:
+        check_choice("channels", channels, tuple(_MODES))
+        self.size = _size(size)
+        self.channels = channels
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise FileNotFoundError(f"image folder {self.folder} not found")
+        self.captions_path = Path(captions) if captions is not None else self.folder / CAPTIONS_FILE
+        self.pairs: list[tuple[Path, str]] = []
+        for name, text in read_captions(self.captions_path):
+            image = self.folder / name
+            if not image.is_file():
+                raise FileNotFoundError(
+                    f"image {image} not found (named by a caption in {self.captions_path})")
+            self.pairs.append((image, text))
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, index: int) -> tuple[Tensor, str]:
+        path, text = self.pairs[index]
+        return load_image(path, self.channels, self.size), text
+
+
+def load_image_captions(folder: PathLike, captions: PathLike | None = None, *, channels: int = 3,
+                        size: int | Sequence[int] | None = None) -> list[tuple[Tensor, str]]:
+    """Every ``(image (C, H, W), caption)`` pair of a folder, decoded now (see :class:`ImageCaptions`)."""
+    data = ImageCaptions(folder, captions, channels=channels, size=size)
+    return [data[i] for i in range(len(data))]
+
+
+def write_scene_folder(scenes: Sequence[Scene], folder: PathLike) -> Path:
+    """Write ``scenes`` as ``scene_00000.png`` … (8-bit grey) and ``captions.txt`` (their
+    captions as text) into ``folder``, replacing it in one atomic step; return ``folder``.
+
+    :class:`ImageCaptions` (``channels=1``) reads it back: each image equals the scene's within
+    the 8-bit rounding, ``round(255 · x) / 255``.
+    """
+    if not scenes:
+        raise ValueError("scenes must hold at least one scene, got none")
+    folder = Path(folder)
+    lines = []
+    with atomic_directory(folder) as tmp:
+        for i, scene in enumerate(scenes):
+            name = f"scene_{i:05d}.png"
+            pixels = (scene.image[0] * 255).round().clamp(0, 255).to(torch.uint8)  # (H, W)
+            Image.fromarray(pixels.numpy()).save(tmp / name)  # 2-D uint8: mode "L"
+            lines.append(f"{name}\t{caption_text(caption(scene))}\n")
+        (tmp / CAPTIONS_FILE).write_text("".join(lines), encoding="utf-8")
+    return folder
