@@ -53,24 +53,32 @@ def run(config: Path, run_dir: Path, seed: int, overrides: list[str]) -> dict:
     return {
         "model": results["model_type"], "seed": seed, "parameters": results["parameters"],
         "steps": results["steps"], "minutes": results["wall_time_s"] / 60,
-        "converged_after": converged, "bit_errors": results["bit_errors"],
+        "converged_after": converged,
+        "scores": {k: v for k, v in results.items() if k.startswith("bit_errors")},
         "curve": ([e["step"] * batch for e in evals], [e["val_loss"] for e in evals]),
         "pictures": [str(run_dir / Path(p).name) for p in results["pictures"]],  # the run may have moved
     }
 
 
-def table(rows: list[dict]) -> str:
-    lengths = list(rows[0]["bit_errors"])
+def repeats_of(key: str) -> str:
+    """``"bit_errors_repeats_10"`` -> ``"10"``; ``"bit_errors"`` (one score a length) -> ``""``."""
+    return key.removeprefix("bit_errors").removeprefix("_repeats_")
+
+
+def table(rows: list[dict], length_name: str) -> str:
+    """One line a run and test repeat count (repeat copy scores each length at several)."""
+    lengths = list(next(iter(rows[0]["scores"].values())))
     lines = [
-        "| model | seed | parameters | steps | min | sequences to ≤ 0.1 | "
-        + " | ".join(f"length {n}" for n in lengths) + " |",
-        "|---|---:|---:|---:|---:|---:|" + "---:|" * len(lengths),
+        "| model | seed | parameters | steps | min | sequences to ≤ 0.1 | repeats | "
+        + " | ".join(f"{length_name} {n}" for n in lengths) + " |",
+        "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(lengths),
     ]
     for r in rows:
         converged = f"{r['converged_after']:,}" if r["converged_after"] is not None else "not reached"
-        cells = " | ".join(f"{r['bit_errors'][n]:.2f}" for n in lengths)
-        lines.append(f"| {r['model']} | {r['seed']} | {r['parameters']:,} | {r['steps']:,} | "
-                     f"{r['minutes']:.1f} | {converged} | {cells} |")
+        for key, by_length in r["scores"].items():
+            cells = " | ".join(f"{by_length[n]:.2f}" for n in lengths)
+            lines.append(f"| {r['model']} | {r['seed']} | {r['parameters']:,} | {r['steps']:,} | "
+                         f"{r['minutes']:.1f} | {converged} | {repeats_of(key) or '–'} | {cells} |")
     return "\n".join(lines)
 
 
@@ -92,13 +100,18 @@ def main(argv: list[str] | None = None) -> int:
     print(_machine.header(), flush=True)
     plan = [("ntm", s) for s in args.seeds] + [("lstm", s) for s in args.lstm_seeds]
     rows = [run(configs[m], args.out_dir / f"{args.task}_{m}_seed{s}", s, args.set) for m, s in plan]
-    print(table(rows))
+    length_name = "items" if args.task == "associative_recall" else "length"
+    print(table(rows, length_name))
     name = {"ntm": "NTM", "sequence_lstm": "LSTM"}
     data = load_recipe(configs["ntm"])["data"]
+    curves = {
+        f"{name[r['model']]} seed {r['seed']}" + (f", {n} repeats" if (n := repeats_of(key)) else ""): scores
+        for r in rows for key, scores in r["scores"].items()
+    }
     generalisation = plot_generalisation(
-        {f"{name[r['model']]} seed {r['seed']}": r["bit_errors"] for r in rows},
-        args.img_dir / f"ntm_{args.task}_generalisation.png",
+        curves, args.img_dir / f"ntm_{args.task}_generalisation.png",
         train_range=(data.get("min_length", 1), data.get("max_length", 20)), title=args.task,
+        xlabel="items" if args.task == "associative_recall" else "sequence length",
     )
     learning = line_chart(
         {f"{name[r['model']]} seed {r['seed']}": r["curve"] for r in rows},

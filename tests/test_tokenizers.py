@@ -180,3 +180,22 @@ def test_char_tokenizer_on_tinyshakespeare():
     ids = tok.encode(text)
     assert len(ids) == len(text) and tok.decode(ids) == text
     assert json.loads(json.dumps(tok.chars)) == sorted(set(text))
+
+
+def test_word_tokenizer_round_trips_captions_and_reloads(tmp_path):
+    from attnlab.data.tokenizers import WordTokenizer
+
+    captions = ["a large seven above a small two", "three digits: four, nine and one, from left to right"]
+    tok = WordTokenizer.train(captions)
+    words = {w for c in captions for w in c.replace(",", " , ").replace(":", " : ").split()}
+    assert tok.vocab_size == 4 + len(words)  # one id a word or mark, after the specials
+    for caption in captions:
+        ids = tok.encode(caption, add_bos=True, add_eos=True)
+        assert ids[0] == tok.bos_id and ids[-1] == tok.eos_id
+        assert tok.decode(ids) == caption
+        assert tok.token_strings(ids[1:-1]) == caption.replace(",", " ,").replace(":", " :").split()
+    tok.save(tmp_path)
+    again = load_tokenizer(tmp_path)
+    assert type(again) is WordTokenizer
+    assert again.encode(captions[1]) == tok.encode(captions[1])
+    assert again.encode("a purple seven") == [tok.encode("a")[0], tok.unk_id, tok.encode("seven")[0]]

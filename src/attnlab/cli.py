@@ -11,6 +11,7 @@ SIGTERM 143 (a training run saves a resumable checkpoint first).
     attnlab generate CHECKPOINT --prompt "ROMEO:" --max-new-tokens 500
     attnlab plot RUN_DIR
     attnlab plot-alignment CHECKPOINT --src "Ein Hund läuft." [--out alignment.png]
+    attnlab caption CHECKPOINT image.png [--attention out.png]
     attnlab demo
 """
 
@@ -129,6 +130,16 @@ def _plot_alignment_args(p: argparse.ArgumentParser) -> None:
     _device_arg(p)
 
 
+def _caption_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint directory of a captioning model")
+    p.add_argument("images", nargs="+", help="image files (converted to the model's channels and size)")
+    p.add_argument("--attention", default=None, metavar="PNG",
+                   help="draw where the model looked for each word (one row an image) into PNG")
+    p.add_argument("--beam", type=POSITIVE, default=None,
+                   help="beam size; 1 = greedy (default: the checkpoint recipe's [eval])")
+    _device_arg(p)
+
+
 def _plot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a training run directory holding metrics.jsonl")
 
@@ -152,6 +163,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
     "plot": ("draw loss, lr and BLEU curves of a run to PNG", "attnlab.tasks.commands:plot", _plot_args),
     "plot-alignment": ("translate one sentence and draw its alignment (source x target)",
                        "attnlab.tasks.commands:plot_alignment", _plot_alignment_args),
+    "caption": ("caption images with a captioning checkpoint (and draw its attention)",
+                "attnlab.tasks.commands:caption", _caption_args),
     "demo": ("train the demo translator (or --pooling) and save its pictures",
              "attnlab.labs.demo:cli", _demo_args),
 }

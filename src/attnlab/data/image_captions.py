@@ -18,6 +18,7 @@ file without captions, a malformed line (``file:line``) or a file Pillow cannot 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,11 +34,12 @@ from attnlab.data.scenes import Scene, caption, caption_text
 from attnlab.validation import check_choice, check_positive
 
 __all__ = [
-    "CAPTIONS_FILE", "ImageCaptions", "load_image", "load_image_captions", "read_captions",
-    "write_scene_folder",
+    "CAPTIONS_FILE", "DIGITS_FILE", "ImageCaptions", "load_image", "load_image_captions",
+    "read_captions", "read_scene_digits", "write_scene_folder",
 ]
 
 CAPTIONS_FILE = "captions.txt"
+DIGITS_FILE = "digits.json"
 _MODES = {1: "L", 3: "RGB"}
 _WIDE_MODES = ("I", "F")  # 32-bit integer and float; "I;16*" are matched by prefix
 
@@ -151,8 +153,9 @@ def load_image_captions(folder: PathLike, captions: PathLike | None = None, *, c
 
 
 def write_scene_folder(scenes: Sequence[Scene], folder: PathLike) -> Path:
-    """Write ``scenes`` as ``scene_00000.png`` … (8-bit grey) and ``captions.txt`` (their
-    captions as text) into ``folder``, replacing it in one atomic step; return ``folder``.
+    """Write ``scenes`` as ``scene_00000.png`` … (8-bit grey), ``captions.txt`` (their
+    captions as text) and ``digits.json`` (each image's digits: label, size word, box) into
+    ``folder``, replacing it in one atomic step; return ``folder``.
 
     :class:`ImageCaptions` (``channels=1``) reads it back: each image equals the scene's within
     the 8-bit rounding, ``round(255 · x) / 255``.
@@ -168,4 +171,24 @@ def write_scene_folder(scenes: Sequence[Scene], folder: PathLike) -> Path:
             Image.fromarray(pixels.numpy()).save(tmp / name)  # 2-D uint8: mode "L"
             lines.append(f"{name}\t{caption_text(caption(scene))}\n")
         (tmp / CAPTIONS_FILE).write_text("".join(lines), encoding="utf-8")
+        digits = {
+            f"scene_{i:05d}.png": [
+                {"label": d.label, "size": d.size, "box": list(d.box)} for d in scene.digits
+            ]
+            for i, scene in enumerate(scenes)
+        }
+        (tmp / DIGITS_FILE).write_text(json.dumps(digits), encoding="utf-8")
     return folder
+
+
+def read_scene_digits(folder: PathLike) -> dict[str, list[dict]] | None:
+    """The ``digits.json`` of a folder :func:`write_scene_folder` wrote (image name -> its
+    digits' ``label``, ``size`` and ``box (x0, y0, x1, y1)``), or ``None`` for a folder
+    without one (real photos have no boxes)."""
+    path = Path(folder) / DIGITS_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise ValueError(f"{path} is not valid JSON: {err}") from None

@@ -47,7 +47,8 @@ from attnlab.validation import check_choice, check_positive
 
 __all__ = [
     "NUMBER_WORDS", "SIZE_WORDS", "PlacedDigit", "Scene", "caption", "caption_digits", "caption_text",
-    "compose_scene", "digit_slots", "make_scenes", "reading_order", "split_caption",
+    "box_reading_order", "compose_scene", "digit_slots", "make_scenes", "reading_order",
+    "split_caption",
 ]
 
 NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -223,13 +224,20 @@ def make_scenes(
 
 def reading_order(scene: Scene) -> list[int]:
     """Indices into ``scene.digits`` in the order the caption names them."""
-    digits = scene.digits
-    if len(digits) == 2:
-        (ax, ay), (bx, by) = digits[0].centre, digits[1].centre
+    return box_reading_order([d.box for d in scene.digits])
+
+
+def box_reading_order(boxes: list[tuple[int, int, int, int]]) -> list[int]:
+    """The caption's order of digits with ``boxes (x0, y0, x1, y1)``: two by the larger of the
+    vertical and horizontal gap between box centres (the upper, else the left one first); three
+    or four by the x (then y) of their centres."""
+    centres = [((x0 + x1) / 2, (y0 + y1) / 2) for x0, y0, x1, y1 in boxes]
+    if len(centres) == 2:
+        (ax, ay), (bx, by) = centres
         if abs(by - ay) > abs(bx - ax):
             return [0, 1] if ay < by else [1, 0]  # the upper one first
         return [0, 1] if ax < bx else [1, 0]  # the left one first
-    return sorted(range(len(digits)), key=lambda i: digits[i].centre)  # by x (then y)
+    return sorted(range(len(centres)), key=lambda i: centres[i])  # by x (then y)
 
 
 def _relation(scene: Scene) -> list[str]:

@@ -1,4 +1,5 @@
-"""Tokenizers: byte-level BPE (Hugging Face ``tokenizers``) and characters, one interface.
+"""Tokenizers: byte-level BPE and words (Hugging Face ``tokenizers``) and characters, one
+interface.
 
 Both map text to ids and back, reserve the same special ids (``<pad>`` = 0, ``<bos>`` = 1,
 ``<eos>`` = 2, ``<unk>`` = 3), and save to a JSON file beside a checkpoint.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -144,6 +146,30 @@ class Tokenizer(_Specials):
         return cls(hf.Tokenizer.from_file(str(Path(directory) / name)))
 
 
+class WordTokenizer(Tokenizer):
+    """One id per word of a closed vocabulary (captions of a small grammar): Hugging Face's
+    ``WordLevel`` model over words and punctuation marks (its ``Whitespace`` pre-tokenizer);
+    a word not seen in training is ``<unk>``. Decoding joins words with spaces and attaches
+    ``, . : ; ! ?`` to the word before them."""
+
+    PUNCTUATION = re.compile(r" ([,.:;!?])")
+
+    @classmethod
+    def train(cls, texts: Iterable[str], *, min_frequency: int = 1) -> WordTokenizer:
+        """The vocabulary of every word (and punctuation mark) of ``texts`` seen at least
+        ``min_frequency`` times, after the 4 special tokens."""
+        tok = hf.Tokenizer(models.WordLevel(unk_token=SPECIAL_TOKENS[3]))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        trainer = trainers.WordLevelTrainer(
+            min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS), show_progress=False
+        )
+        tok.train_from_iterator(texts, trainer)
+        return cls(tok)
+
+    def decode(self, ids: Ids, *, skip_special: bool = True) -> str:
+        return self.PUNCTUATION.sub(r"\1", super().decode(ids, skip_special=skip_special))
+
+
 class CharTokenizer(_Specials):
     """One id per character (nanoGPT's tinyshakespeare tokenizer), plus the 4 special ids.
 
@@ -202,6 +228,16 @@ class CharTokenizer(_Specials):
 AnyTokenizer = Tokenizer | CharTokenizer
 
 
+def _tokenizer_class(state: object) -> type[AnyTokenizer]:
+    """Which class wrote a saved tokenizer file (parsed JSON ``state``)."""
+    if not isinstance(state, dict):
+        return Tokenizer
+    if state.get("type") == CHAR_FORMAT:
+        return CharTokenizer
+    model = state.get("model")
+    return WordTokenizer if isinstance(model, dict) and model.get("type") == "WordLevel" else Tokenizer
+
+
 def load_tokenizer(directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> AnyTokenizer:
     """Load ``directory/name`` as whichever tokenizer wrote it; a file that is not a tokenizer
     raises ``ValueError`` naming it."""
@@ -210,8 +246,7 @@ def load_tokenizer(directory: str | os.PathLike[str], name: str = TOKENIZER_FILE
         raise FileNotFoundError(f"tokenizer file {path} not found")
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
-        kind = state.get("type") if isinstance(state, dict) else None
-        return (CharTokenizer if kind == CHAR_FORMAT else Tokenizer).load(directory, name)
+        return _tokenizer_class(state).load(directory, name)
     except Exception as err:  # JSON, UTF-8 or Hugging Face's own (untyped) parse errors
         raise ValueError(f"tokenizer file {path} is not a valid tokenizer: {err}") from None
 

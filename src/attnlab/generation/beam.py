@@ -115,8 +115,9 @@ def beam_search(
 
     Args:
         model, src, prompt, bos_id, eos_id, use_cache, window_keep: as for
-            :func:`~attnlab.generation.greedy_search` (encoder-decoder: ``src`` ``(B, S)`` with
-            ``bos_id`` and ``eos_id``; decoder-only: ``prompt``, ``eos_id`` optional).
+            :func:`~attnlab.generation.greedy_search` (encoder-decoder: ``src`` — ids ``(B, S)``
+            or images ``(B, C, H, W)`` — with ``bos_id`` and ``eos_id``; decoder-only:
+            ``prompt``, ``eos_id`` optional).
         beam_size: ``K >= 1`` live hypotheses per row; ``K = 1`` is greedy search.
         max_new_tokens: the longest output, eos counted (learned positions: ``<= max_len``).
         length_penalty: ``α`` of the length penalty (module docstring); 0 disables it.

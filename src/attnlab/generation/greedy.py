@@ -92,7 +92,9 @@ def greedy_search(
         model: an encoder-decoder model (``encode``/``decode``/``new_cache``, e.g.
             :class:`~attnlab.models.Transformer`) or a decoder-only one (``model(idx,
             cache=...)``, ``new_cache``, ``config.block_size``, e.g. :class:`~attnlab.models.GPT`).
-        src: encoder-decoder only: source ids ``(B, S)``, right-padded with ``config.pad_id``.
+        src: encoder-decoder only: what ``model.encode`` reads, batch first — source ids
+            ``(B, S)`` right-padded with ``config.pad_id`` (translators), images ``(B, C, H, W)``
+            (:class:`~attnlab.models.ShowAttendTell`); ``encode`` checks the layout.
         prompt: decoder-only only: ids ``(B, n)`` or ``(n,)`` or a list of ints, ``n >= 1``
             (rows of one batch share a length: there is no left padding).
         max_new_tokens: the most tokens generated per row, eos included (encoder-decoder with

@@ -38,7 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.devices import model_device
-from attnlab.validation import check_positive, check_rank, check_token_ids, shape_str
+from attnlab.validation import check_positive, check_rank, check_tensor, check_token_ids, shape_str
 
 
 def is_encoder_decoder(model: nn.Module) -> bool:
@@ -208,7 +208,11 @@ def make_state(
     repeat: int = 1,
 ) -> tuple[DecoderOnlyState | EncoderDecoderState, int]:
     """The decoding state of ``model`` for ``src`` (encoder-decoder) or ``prompt`` (decoder-only),
-    each input row repeated ``repeat`` times (beams); returns ``(state, batch size B)``."""
+    each input row repeated ``repeat`` times (beams); returns ``(state, batch size B)``.
+
+    ``src`` is whatever ``model.encode`` reads, batch first — token ids ``(B, S)`` for the
+    translators, images ``(B, C, H, W)`` for :class:`~attnlab.models.ShowAttendTell` — and
+    ``encode`` checks its layout; only the memory ``(B, S, d)`` it returns is decoded here."""
     if (src is None) == (prompt is None):
         raise ValueError(
             "pass exactly one of src (encoder-decoder models) or prompt (decoder-only)"
@@ -234,11 +238,11 @@ def make_state(
             "encoder-decoder decoding needs bos_id and eos_id, "
             f"got bos_id={bos_id}, eos_id={eos_id}"
         )
-    check_rank("src", src, 2, "(B, S) token ids")
-    if src.shape[0] == 0 or src.shape[1] == 0:
+    check_tensor("src", src)  # its layout is the model's: encode checks it
+    if src.dim() == 0 or src.numel() == 0:
         raise ValueError(
-            "src must hold at least one sentence of at least one token, "
-            f"got shape {shape_str(src.shape)}"
+            "src must hold at least one input (a row of token ids, an image) and no empty "
+            f"dimension, got shape {shape_str(src.shape)}"
         )
     memory, src_mask = model.encode(src.to(device))  # (B, S, d), (B, S)
     memory = memory.repeat_interleave(repeat, dim=0)  # (B·repeat, S, d)

@@ -1,5 +1,5 @@
-"""Models over token ids: one model a file, each with its config beside it, each registered
-by the ``model_type`` its checkpoints carry.
+"""Models over token ids (and images): one model a file, each with its config beside it, each
+registered by the ``model_type`` its checkpoints carry.
 
 * :class:`Transformer`, :class:`TransformerConfig` — encoder-decoder (translation)
 * :class:`GPT`, :class:`GPTConfig` — decoder-only language model
@@ -13,6 +13,8 @@ by the ``model_type`` its checkpoints carry.
   (and config), the plain LSTM it is compared with on the same tasks
 * :class:`GPTForSequenceClassification`, :class:`GPTClassifierConfig` — a GPT fine-tuned
   with a classification head (GPT-1-style transfer)
+* :class:`ShowAttendTell`, :class:`ShowAttendTellConfig` — Xu et al. 2015's image captioner:
+  a conv-net grid of annotation vectors and an LSTM decoder with soft attention over it
 
 :func:`load_pretrained` opens any checkpoint directory by the ``model_type`` in its
 ``config.json`` (:data:`MODEL_TYPES`). A new model is one file here: its config dataclass
@@ -36,6 +38,7 @@ from attnlab.models.lstmn import LSTMLM, LSTMN, LSTMConfig, LSTMNConfig
 from attnlab.models.ntm import NTM, NTMConfig
 from attnlab.models.rnn import AttentionSeq2Seq, AttentionSeq2SeqConfig, RNNSeq2Seq, RNNSeq2SeqConfig
 from attnlab.models.sequence_lstm import SequenceLSTM, SequenceLSTMConfig
+from attnlab.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
 from attnlab.models.transformer import Transformer, TransformerConfig
 
 __all__ = [
@@ -60,6 +63,8 @@ __all__ = [
     "RNNSeq2SeqConfig",
     "SequenceLSTM",
     "SequenceLSTMConfig",
+    "ShowAttendTell",
+    "ShowAttendTellConfig",
     "StateCache",
     "Transformer",
     "TransformerConfig",

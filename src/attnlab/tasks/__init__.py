@@ -12,6 +12,9 @@ training driver; ``attnlab evaluate`` finds the task by the checkpoint's ``model
 * :mod:`~attnlab.tasks.algorithmic` — the Neural Turing Machine's tasks (copy, repeat copy,
   associative recall, priority sort) for the NTM and its LSTM baseline, with
   :mod:`~attnlab.tasks.algorithmic_recipe`
+* :mod:`~attnlab.tasks.captioning` — Show, Attend and Tell on scenes of handwritten digits
+  (:class:`CaptioningTask`), with :mod:`~attnlab.tasks.captioning_recipe`,
+  :mod:`~attnlab.tasks.captioner` and :mod:`~attnlab.tasks.caption_pictures`
 * :mod:`~attnlab.tasks.finetune` — GPT-1-style transfer: fine-tuned against from scratch
 * :mod:`~attnlab.tasks.commands` — the CLI's task commands
 """
@@ -32,6 +35,8 @@ from attnlab.tasks.base import (
     task_for_checkpoint,
     train,
 )
+from attnlab.tasks.captioning import CaptioningTask
+from attnlab.tasks.captioning_recipe import CaptionRecipe
 from attnlab.tasks.language_model import LanguageModelTask, LMRecipe
 from attnlab.tasks.recipe import ModelTable, Recipe
 from attnlab.tasks.translation import TranslationTask
@@ -40,6 +45,8 @@ from attnlab.tasks.translation_recipe import TranslationRecipe
 __all__ = [
     "AlgorithmicRecipe",
     "AlgorithmicTask",
+    "CaptionRecipe",
+    "CaptioningTask",
     "TASKS",
     "EvaluateRequest",
     "LMRecipe",

@@ -1,8 +1,8 @@
 """The CLI's task commands: each reads its arguments and calls the task that fits.
 
 ``train`` dispatches on the recipe's ``task``; ``evaluate`` on the checkpoint's ``model_type``
-(each task lists the model types it scores); ``translate``, ``plot-alignment`` and ``generate``
-belong to one task each and refuse the other checkpoints in one line.
+(each task lists the model types it scores); ``translate``, ``plot-alignment``, ``generate``
+and ``caption`` belong to one task each and refuse the other checkpoints in one line.
 """
 
 from __future__ import annotations
@@ -88,3 +88,12 @@ def plot(args: argparse.Namespace) -> int:
     for path in plot_run(args.run_dir):
         print(path)
     return 0
+
+
+def caption(args: argparse.Namespace) -> int:
+    """``attnlab caption CKPT IMAGE ...``: one caption a line; ``--attention PNG`` draws the
+    attention that wrote each word (Xu et al. 2015, Figure 3)."""
+    from attnlab.tasks.captioning import CaptioningTask, caption_cli
+
+    require(args.checkpoint, CaptioningTask, "caption")
+    return caption_cli(args)

@@ -71,18 +71,20 @@ def plot_memory_access(
 def plot_generalisation(
     curves: Mapping[str, Mapping[int, float]], path: str | Path, *,
     train_range: tuple[int, int], title: str = "", ylabel: str = "bit errors per sequence",
+    xlabel: str = "sequence length",
 ) -> Path:
-    """Bit errors per sequence against length, one line per model, ``train_range`` shaded."""
+    """Bit errors per sequence against length (``xlabel``), one line per model, ``train_range``
+    shaded."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(8.0, 4.0), layout="constrained")
     ax = fig.add_subplot()
-    ax.axvspan(*train_range, color="0.9", label=f"training lengths {train_range[0]}-{train_range[1]}")
+    ax.axvspan(*train_range, color="0.9", label=f"training range {train_range[0]}-{train_range[1]}")
     for name, by_length in curves.items():
         lengths = sorted(int(k) for k in by_length)
         ax.plot(lengths, [by_length[k] if k in by_length else by_length[str(k)] for k in lengths],
                 marker="o", label=name)
-    ax.set(xlabel="sequence length", ylabel=ylabel, title=title)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.set_yscale("symlog", linthresh=0.1)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)

@@ -1,0 +1,253 @@
+"""The captioning task: Show, Attend and Tell on scenes of real handwriting (Xu et al. 2015,
+"Show, Attend and Tell"; Ba (CSC413 Lecture 8), attention-based caption generation).
+
+    attnlab train --config configs/digits_caption.toml
+    attnlab caption RUN_DIR/final image.png --attention out.png
+    attnlab evaluate RUN_DIR/final
+
+``prepare`` composes the scenes of each split from that split's MNIST digits only and writes
+them as a folder of images + ``captions.txt`` (+ ``digits.json``, their boxes) under
+``RUN_DIR/data``; every source, a user's folder of photos too, is then read by the same code
+(:class:`~attnlab.data.caption_set.CaptionSet`). The loss is the caption's cross-entropy summed
+over its words plus the doubly stochastic regulariser of each image (eq. 14). Validation:
+loss and greedy exact-match. The report beam-decodes the test split and gives exact-match
+accuracy (overall and by digits in the scene), sacreBLEU, the attention mass inside the box
+of the digit each number word names, the deck's figure for a few test scenes and a
+"mistakes" page of wrong captions with their maps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.checkpoint import ExtraFiles, resolve_resume
+from attnlab.data.caption_set import CaptionBatch, CaptionSet
+from attnlab.data.image_captions import write_scene_folder
+from attnlab.data.scenes import make_scenes
+from attnlab.data.tokenizers import TOKENIZER_FILE, WordTokenizer, load_tokenizer
+from attnlab.evaluation import bleu
+from attnlab.tasks.base import EvaluateRequest, Task, register_task, saved_recipe
+from attnlab.tasks.captioner import Captioner
+from attnlab.tasks.captioning_recipe import CaptionData, CaptionRecipe
+from attnlab.training import TrainResult
+from attnlab.training.losses import mean_loss
+
+SPLIT_FOLDERS = {"train": "train", "validation": "val", "test": "test"}
+"""The MNIST split each caption split's scenes come from, and its folder name."""
+
+
+def split_folders(
+    data: CaptionData, root: Path, data_dir: str | None, *, only: str | None = None
+) -> dict[str, Path]:
+    """The folder of each split (``only``: of that one): ``data.folder``'s ``train/``,
+    ``val/``, ``test/``, or, for scenes, ``root/<split>`` composed here (kept when it exists:
+    composing is seeded)."""
+    if data.source == "folder":
+        return {n: Path(data.folder) / n for n in SPLIT_FOLDERS.values() if only in (None, n)}
+    sizes = {"train": data.train_scenes, "validation": data.val_scenes, "test": data.test_scenes}
+    folders = {}
+    for offset, (split, name) in enumerate(SPLIT_FOLDERS.items()):
+        if only not in (None, name):
+            continue
+        folder = root / name
+        if not (folder / "captions.txt").is_file():
+            print(f"composing {sizes[split]:,} {split} scenes -> {folder}", flush=True)
+            scenes = make_scenes(split, sizes[split], data.seed * 10 + offset, data_dir,
+                                 canvas=data.canvas, counts=tuple(data.counts))
+            write_scene_folder(scenes, folder)
+        folders[name] = folder
+    return folders
+
+
+def caption_loss(
+    model: nn.Module, batch: CaptionBatch, pad_id: int, *, penalty: bool = True
+) -> tuple[Tensor, Tensor]:
+    """``(Σ_words −log p(y_t) + Σ_images λ Σ_i (1 − Σ_t α_ti)², words)``: Xu et al. eq. 14 summed
+    over the batch (the trainer divides by the word count)."""
+    logits, alphas = model(batch.images, batch.tgt_in, return_attention=True)  # (B, T, V), (B, T, L)
+    words = batch.tgt_out != pad_id  # (B, T)
+    nll = F.cross_entropy(logits.float().transpose(1, 2), batch.tgt_out, ignore_index=pad_id, reduction="sum")
+    if penalty and alphas is not None:
+        nll = nll + model.doubly_stochastic_penalty(alphas.float(), words) * batch.images.shape[0]
+    return nll, words.sum()
+
+
+def score_captions(hypotheses: list[list[int]], data: CaptionSet, tok: Any) -> dict[str, Any]:
+    """Exact match (whole caption, token for token), by number of digits when known, and
+    sacreBLEU (cased, 13a) of the texts."""
+    exact = [h == ref for h, ref in zip(hypotheses, data.ids, strict=True)]
+    scores: dict[str, Any] = {"exact_match": sum(exact) / len(exact), "captions": len(exact)}
+    if data.digits is not None:
+        by_count: dict[str, list[bool]] = {}
+        for ok, digits in zip(exact, data.digits, strict=True):
+            by_count.setdefault(str(len(digits)), []).append(ok)
+        scores["exact_match_by_digits"] = {k: sum(v) / len(v) for k, v in sorted(by_count.items())}
+    texts = [tok.decode(h) for h in hypotheses]
+    result = bleu(texts, data.captions)
+    scores.update(bleu=result.score, bleu_signature=result.signature)
+    return scores
+
+
+@register_task
+class CaptioningTask(Task):
+    """A :class:`~attnlab.models.ShowAttendTell` captioner (see the module docstring)."""
+
+    recipe_class = CaptionRecipe
+    recipe: CaptionRecipe
+
+    def prepare(self, resume: Path | None) -> None:
+        self.start = time.perf_counter()
+        d = self.recipe.data
+        folders = split_folders(d, self.run_dir / "data", self.data_dir)
+        images, captions, digits = {}, {}, {}
+        for name, folder in folders.items():
+            read = CaptionSet.read_folder(folder, channels=d.channels, size=d.size)
+            images[name], captions[name], digits[name] = read
+        if resume is not None:
+            self.tok = load_tokenizer(resolve_resume(resume))
+        else:
+            self.tok = WordTokenizer.train(captions["train"])
+        self.tokenizer_file = self.tok.save(self.run_dir / "tokenizer")
+        self.sets = {n: CaptionSet(images[n], captions[n], self.tok, digits[n]) for n in folders}
+        print(f"{len(self.sets['train']):,} training captions, vocabulary {self.tok.vocab_size} words",
+              flush=True)
+
+    def build_model(self) -> nn.Module:
+        d = self.recipe.data
+        return self.recipe.model.build_model(
+            vocab_size=self.tok.vocab_size, pad_id=self.tok.pad_id, in_channels=d.channels, image_size=d.size
+        )
+
+    def describe(self, model: nn.Module) -> str:
+        kind = "soft attention" if model.config.attention else "no attention (mean feature)"
+        return f"{model.model_type} ({kind}): {model.num_parameters():,} parameters, grid {model.grid}"
+
+    def train_data(self) -> Callable[[int], Any]:
+        d, train = self.recipe.data, self.sets["train"]
+        return lambda epoch: train.loader(d.batch_size, shuffle=True, seed=d.seed * 1_000_003 + epoch)
+
+    def checkpoint_files(self) -> ExtraFiles:
+        return {**super().checkpoint_files(), TOKENIZER_FILE: self.tokenizer_file}
+
+    def loss(self, model: nn.Module, batch: CaptionBatch) -> tuple[Tensor, Tensor]:
+        return caption_loss(model, batch, self.tok.pad_id)
+
+    def validate(self, model: nn.Module) -> dict[str, float]:
+        """Cross-entropy per word (no regulariser) and greedy exact match on the validation scenes."""
+        val, ev = self.sets["val"], self.recipe.eval
+        batches = val.loader(ev.batch_size, shuffle=False)
+        metrics = {"val_loss": mean_loss(
+            model, lambda m, b: caption_loss(m, b, self.tok.pad_id, penalty=False), batches)}
+        limit = ev.val_limit or len(val)
+        subset = CaptionSet(val.images[:limit], val.captions[:limit], self.tok)
+        hyps = Captioner(model, self.tok).caption_ids(subset.images, beam_size=1, max_len=ev.max_len,
+                                                      batch_size=ev.batch_size)
+        metrics["val_exact"] = score_captions(hyps, subset, self.tok)["exact_match"]
+        return metrics
+
+    def report(self, model: nn.Module, result: TrainResult) -> dict[str, Any]:
+        """Save ``final/``, beam-decode the test scenes, score, draw, write ``results.json``."""
+        final = model.save_pretrained(self.run_dir / "final", extra=self.checkpoint_files())
+        captioner = Captioner(model, self.tok)
+        scores, hyps = test_scores(captioner, self.sets["test"], self.recipe)
+        print(self.format_scores(scores))
+        from attnlab.tasks.caption_pictures import draw_samples_and_mistakes
+
+        test = self.sets["test"]
+        pictures = draw_samples_and_mistakes(captioner, test, hyps, self.run_dir, self.recipe.eval)
+        samples = [{"reference": test.captions[i], "caption": self.tok.decode(hyps[i])}
+                   for i in range(min(self.recipe.eval.sample_count, len(test)))]
+        for s in samples:
+            print(f"  REF {s['reference']}\n  HYP {s['caption']}")
+        results = {
+            **scores, "model_type": model.model_type, "attention": model.config.attention,
+            "parameters": model.num_parameters(), "steps": result.step, "train_s": result.seconds,
+            "stopped": result.stopped, "last_eval": result.last_eval, "checkpoint": str(final),
+            "wall_s": round(time.perf_counter() - self.start, 1), "pictures": [str(p) for p in pictures],
+            "samples": samples,
+        }
+        (self.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        for picture in pictures:
+            print(f"picture: {picture}")
+        minutes = result.seconds / 60
+        print(f"{result.step} steps in {minutes:.1f} min ({result.stopped}); final model: {final}")
+        return results
+
+    @classmethod
+    def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
+        """The test scores of ``checkpoint`` on its recipe's test scenes (composed again: seeded)."""
+        if request.split not in (None, "test"):
+            raise ValueError(f"split must be 'test' for captioning, got {request.split!r}")
+        recipe = CaptionRecipe.from_dict(saved_recipe(checkpoint))
+        if request.beam_size is not None:
+            recipe.eval.beam_size = request.beam_size
+        if request.length_penalty is not None:
+            recipe.eval.length_penalty = request.length_penalty
+        captioner = Captioner.from_checkpoint(checkpoint, device=request.device)
+        d = recipe.data
+        with tempfile.TemporaryDirectory(prefix="attnlab-scenes-") as root:
+            folder = split_folders(d, Path(root), request.data_dir, only="test")["test"]
+            images, captions, digits = CaptionSet.read_folder(folder, channels=d.channels, size=d.size)
+        return test_scores(captioner, CaptionSet(images, captions, captioner.tok, digits), recipe)[0]
+
+    @classmethod
+    def format_scores(cls, scores: Mapping[str, Any]) -> str:
+        lines = [f"test: exact match {scores['exact_match']:.1%} of {scores['captions']:,} captions | "
+                 f"sacreBLEU {scores['bleu']:.2f} | {scores['bleu_signature']}"]
+        if "exact_match_by_digits" in scores:
+            cells = "  ".join(f"{k}: {v:.1%}" for k, v in scores["exact_match_by_digits"].items())
+            lines.append(f"exact match by digits in the scene  {cells}")
+        if "box_attention" in scores and not math.isnan(scores["box_attention"]):
+            lines.append(f"attention inside the named digit's box {scores['box_attention']:.3f} "
+                         f"(uniform attention: {scores['box_area']:.3f}) over {scores['box_words']:,} words")
+        return "\n".join(lines)
+
+
+def test_scores(captioner: Captioner, test: CaptionSet, recipe: CaptionRecipe) -> tuple[dict[str, Any], list]:
+    """Beam-decode ``test`` with the recipe's settings; exact match, sacreBLEU and, for scenes
+    with boxes and a model with attention, the attention on the named digits."""
+    ev = recipe.eval
+    hyps = captioner.caption_ids(test.images, beam_size=ev.beam_size, length_penalty=ev.length_penalty,
+                                 max_len=ev.max_len, batch_size=ev.batch_size)
+    scores = {**score_captions(hyps, test, captioner.tok), "beam_size": ev.beam_size}
+    if test.digits is not None and captioner.model.config.attention:
+        scores.update(captioner.attention_on_digits(test.images, hyps, test.digits))
+    return scores, hyps
+
+
+def caption_cli(args: Any) -> int:
+    """``attnlab caption CKPT IMAGE ... [--attention PNG] [--beam N]``: each image converted to
+    the model's channels and size (:func:`~attnlab.data.image_captions.load_image`), captioned
+    with the checkpoint recipe's beam settings, one line an image."""
+    from attnlab.data.image_captions import load_image
+    from attnlab.visualize.captions import CaptionAttention, plot_caption_attention
+
+    recipe = CaptionRecipe.from_dict(saved_recipe(args.checkpoint))
+    captioner = Captioner.from_checkpoint(args.checkpoint, device=args.device)
+    config = captioner.model.config
+    images = torch.stack([load_image(p, config.in_channels, config.image_size) for p in args.images])
+    ev = recipe.eval
+    ids = captioner.caption_ids(images, beam_size=args.beam or ev.beam_size, length_penalty=ev.length_penalty,
+                                max_len=ev.max_len, batch_size=ev.batch_size)
+    for path, caption in zip(args.images, ids, strict=True):
+        print(f"{path}\t{captioner.tok.decode(caption)}", flush=True)
+    if args.attention:
+        if not config.attention:
+            raise ValueError(f"checkpoint {args.checkpoint} has no attention to draw (attention = false)")
+        rows = []
+        for path, image, caption in zip(args.images, images, ids, strict=True):
+            words, maps = captioner.attention_maps(image, caption)
+            title = f"{Path(path).name}: {captioner.tok.decode(caption)}"
+            rows.append(CaptionAttention(image, words, maps, title))
+        print(f"attention picture: {plot_caption_attention(rows, args.attention)}", flush=True)
+    return 0

@@ -1,0 +1,130 @@
+"""The captioning task end to end at a tiny size: scenes composed, written and read back as a
+folder, trained, scored (exact match, sacreBLEU, attention on the named digit), drawn,
+evaluated again from the checkpoint and used by ``attnlab caption``; a user's folder of photos
+through the same path; the attention-in-box measure against a hand computation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import pytest
+import torch
+from PIL import Image
+
+from attnlab.data import make_scenes
+from attnlab.data.corpora import data_dir
+from attnlab.data.mnist import IMAGES_FILE
+from attnlab.data.scenes import caption, caption_digits
+from attnlab.tasks import EvaluateRequest, train
+from attnlab.tasks.captioner import box_share
+from attnlab.tasks.captioning import CaptioningTask, caption_cli
+from attnlab.tasks.captioning_recipe import CaptionRecipe
+
+REAL_MNIST = data_dir() / "mnist"
+requires_mnist = pytest.mark.skipif(
+    not (REAL_MNIST / IMAGES_FILE).is_file(),
+    reason=f"the MNIST test set is not in {REAL_MNIST} (set ATTNLAB_DATA to a folder holding mnist/)",
+)
+TINY_MODEL = {"type": "show_attend_tell", "conv_channels": [8, 16, 16], "feature_dim": 16, "embed_dim": 16,
+              "hidden_dim": 32, "attention_dim": 16, "dropout": 0.0}
+TINY_TRAIN = {"max_steps": 6, "eval_every": 3, "save_every": 3, "log_every": 3, "progress": False,
+              "metric": "val_exact", "metric_mode": "max"}
+
+
+def recipe(**data) -> dict:
+    return {"task": "captioning", "data": {"batch_size": 8, **data}, "model": dict(TINY_MODEL),
+            "optim": {"warmup": 1}, "train": dict(TINY_TRAIN),
+            "eval": {"beam_size": 2, "val_limit": 8, "max_len": 20, "mistakes": 2}}
+
+
+@requires_mnist
+def test_scenes_run_trains_scores_draws_and_evaluates_again(tmp_path, capsys):
+    run = train(recipe(train_scenes=48, val_scenes=8, test_scenes=12), run_dir=tmp_path / "run")
+    results = json.loads((run / "results.json").read_text())
+    assert results["captions"] == 12 and 0.0 <= results["exact_match"] <= 1.0
+    assert set(results["exact_match_by_digits"]) <= {"1", "2", "3", "4"}
+    assert results["steps"] == 6 and results["attention"] is True
+    for picture in results["pictures"]:
+        assert Image.open(picture).size[0] > 100
+    written = (run / "data" / "test" / "captions.txt").read_text().splitlines()
+    assert len(written) == 12
+    again = CaptioningTask.evaluate(run / "final", EvaluateRequest())
+    for key in ("exact_match", "bleu", "box_attention", "box_area"):
+        if isinstance(results.get(key), float) and math.isnan(results[key]):
+            assert math.isnan(again[key])
+        else:
+            assert again[key] == pytest.approx(results[key], abs=1e-9), key  # the same scenes again
+    # attnlab caption: a PNG of a test scene and an RGB photo of another size, converted
+    rgb = tmp_path / "photo.png"
+    Image.new("RGB", (100, 80), (200, 10, 10)).save(rgb)
+    scene = run / "data" / "test" / written[0].split("\t")[0]
+    args = argparse.Namespace(checkpoint=str(run / "final"), images=[str(scene), str(rgb)],
+                              attention=str(tmp_path / "att.png"), beam=1, device="cpu")
+    capsys.readouterr()
+    assert caption_cli(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{scene}\t") and lines[1].startswith(f"{rgb}\t")
+    assert (tmp_path / "att.png").is_file()
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not an image")
+    with pytest.raises(ValueError, match="broken.png"):
+        caption_cli(argparse.Namespace(**{**vars(args), "images": [str(broken)], "attention": None}))
+
+
+def test_a_folder_of_photos_trains_through_the_same_path(tmp_path):
+    gen = torch.Generator().manual_seed(0)
+    words = ["a red square", "a blue square", "two green dots"]
+    for split, n in (("train", 12), ("val", 4), ("test", 4)):
+        folder = tmp_path / "photos" / split
+        folder.mkdir(parents=True)
+        lines = []
+        for i in range(n):
+            pixels = (torch.rand(24, 20, 3, generator=gen) * 255).to(torch.uint8).numpy()
+            Image.fromarray(pixels).save(folder / f"img{i}.jpg")
+            lines.append(f"img{i}.jpg#0\t{words[i % 3]}\n")
+        (folder / "captions.txt").write_text("".join(lines))
+    run = train(recipe(source="folder", folder=str(tmp_path / "photos"), channels=3, size=32),
+                run_dir=tmp_path / "run")
+    results = json.loads((run / "results.json").read_text())
+    assert results["captions"] == 4 and "exact_match_by_digits" not in results
+    assert "box_attention" not in results  # photos have no digit boxes
+
+
+def test_box_share_is_the_mass_over_the_box_pixels():
+    weights = torch.rand(4, 4, dtype=torch.float64)
+    weights /= weights.sum()
+    box = (5, 3, 27, 19)  # pixels of a 32 x 32 image; cells are 8 x 8
+    expected = 0.0
+    for y in range(3, 19):
+        for x in range(5, 27):
+            expected += float(weights[y // 8, x // 8]) / 64
+    assert box_share(weights, box, (32, 32)) == pytest.approx(expected, rel=1e-6)
+    uniform = torch.full((4, 4), 1 / 16)
+    assert box_share(uniform, box, (32, 32)) == pytest.approx(22 * 16 / 1024)
+    assert box_share(uniform, (0, 0, 32, 32), (32, 32)) == pytest.approx(1.0)
+
+
+@requires_mnist
+def test_number_words_map_to_their_digits_boxes():
+    from attnlab.tasks.captioner import Captioner
+
+    captioner = Captioner(model=None, tokenizer=None)
+    for scene in make_scenes("test", 20, seed=3):
+        words = caption(scene)
+        digits = [{"box": d.box} for d in scene.digits]
+        boxes = captioner.word_boxes([*words, "<eos>"], digits)
+        for t, index in enumerate(caption_digits(scene)):
+            assert boxes[t] == (None if index < 0 else scene.digits[index].box)
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"source": "web"}, "data.source"),
+    ({"counts": [1, 5]}, "data.counts"),
+    ({"source": "folder"}, "data.folder"),
+    ({"channels": 3}, "data.channels = 1"),
+])
+def test_bad_recipes_are_named(data, message):
+    with pytest.raises(ValueError, match=message):
+        CaptionRecipe.from_dict(recipe(**data))
