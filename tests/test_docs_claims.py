@@ -43,10 +43,11 @@ def test_lectures_list_what_is_built_above_and_what_is_not_yet_below():
 def test_lectures_list_what_is_not_built_yet():
     lectures = (ROOT / "docs" / "lectures.md").read_text()
     not_yet = lectures[lectures.index("### Not yet implemented"):]
-    for concept in ("Show, Attend and Tell", "PCA", "recurrent and convolutional rows"):
+    for concept in ("PCA", "recurrent and convolutional rows"):
         assert concept in not_yet, f"docs/lectures.md does not list {concept!r} as not yet implemented"
     built = lectures[:lectures.index("### Not yet implemented")]
     assert "Neural Turing Machines" in built and "Neural Turing" not in not_yet  # issue 16
+    assert "Show, Attend and Tell" in built and "Show, Attend" not in not_yet  # issue 17
 
 
 @pytest.mark.parametrize(
