@@ -13,15 +13,18 @@ attention-based caption generation), with soft (deterministic) attention::
 
 and the doubly stochastic regulariser λ Σ_i (1 − Σ_t α_ti)² (eq. 14), which pushes the model
 to attend to every part of the image at some step (:meth:`ShowAttendTell.doubly_stochastic_penalty`).
-The attention is :class:`~attnlab.attention.AdditiveAttention` with the decoder state as the
-query and the annotation vectors as keys and values. ``attention = False`` is the baseline
+The attention is the RNN decoders' additive alignment model
+(:class:`~attnlab.attention.alignment.Alignment`, the score of
+:class:`~attnlab.attention.AdditiveAttention`) with the decoder state as the query and the
+annotation vectors as keys and values; its key side ``W_k a_i`` is computed once an image.
+``attention = False`` is the baseline
 without attention: the decoder reads the mean annotation ``ā`` at every step (no α, no β, no
 attention parameters); everything else is the same code.
 
 Decoding follows the seam of :class:`~attnlab.models.AttentionSeq2Seq`: ``encode(images)``
 once — the image takes the place of a source sentence — then ``decode`` one token at a time
-with a :class:`~attnlab.models.base.StateCache` holding ``(h, c)``, so greedy and beam search
-of :mod:`attnlab.generation` caption images unchanged.
+with a :class:`~attnlab.models.base.StateCache` holding ``(h, c)`` and the projected keys, so
+greedy and beam search of :mod:`attnlab.generation` caption images unchanged.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attnlab.attention.additive import AdditiveAttention
+from attnlab.attention.alignment import Alignment
 from attnlab.config import Config
 from attnlab.models.base import PretrainedModel, StateCache, register_model
 from attnlab.models.conv_encoder import ConvEncoder
@@ -109,7 +112,7 @@ class ShowAttendTell(PretrainedModel):
         self.init_h = nn.Linear(c.feature_dim, c.hidden_dim)  # f_init,h
         self.init_c = nn.Linear(c.feature_dim, c.hidden_dim)  # f_init,c
         if c.attention:
-            self.attention = AdditiveAttention(c.hidden_dim, c.feature_dim, c.attention_dim)
+            self.attention = Alignment("additive", c.hidden_dim, c.feature_dim, c.attention_dim)
             self.gate = nn.Linear(c.hidden_dim, 1)  # f_β
         self.embed = nn.Embedding(c.vocab_size, c.embed_dim)  # E
         self.cell = nn.LSTMCell(c.embed_dim + c.feature_dim, c.hidden_dim)
@@ -172,16 +175,17 @@ class ShowAttendTell(PretrainedModel):
         return (memory * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # (B, D)
 
     def _read(
-        self, h: Tensor, memory: Tensor, mask: Tensor | None, mean: Tensor
+        self, h: Tensor, memory: Tensor, keys: Tensor | None, mask: Tensor | None, mean: Tensor
     ) -> tuple[Tensor, Tensor | None]:
-        """The context ``z_t`` ``(B, D)`` read with the state ``h_{t-1}`` ``(B, n)`` and ``α_t``
-        ``(B, L)`` (``None`` without attention: ``z_t = ā``)."""
+        """The context ``z_t`` ``(B, D)`` read with the state ``h_{t-1}`` ``(B, n)`` over the
+        prepared keys ``W_k a`` ``(B, L, h)``, and ``α_t`` ``(B, L)`` (``None`` without
+        attention: ``z_t = ā``)."""
         if not self.config.attention:
             return mean, None
-        key_mask = None if mask is None else mask.unsqueeze(1)  # (B, 1, L)
-        read, alpha = self.attention(h.unsqueeze(1), memory, memory, key_mask, return_weights=True)
+        alpha = self.attention(h, keys, mask)  # (B, L)
+        read = (alpha.unsqueeze(1) @ memory).squeeze(1)  # (B, D): Σ_i α_ti a_i
         beta = torch.sigmoid(self.gate(h))  # (B, 1), §4.2.1
-        return beta * read.squeeze(1), alpha.squeeze(1)  # (B, D), (B, L)
+        return beta * read, alpha
 
     def decode(
         self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None, *,
@@ -198,16 +202,19 @@ class ShowAttendTell(PretrainedModel):
             h, c = cache["h"], cache["c"]  # (B, n) each
         else:
             h, c = torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean))  # (B, n), §3.1.2
+        keys = None  # W_k a: the key side of the score, once an image
+        if self.config.attention:
+            keys = cache["keys"] if cache is not None and "keys" in cache else self.attention.prepare(memory)
         embedded = self.embed(tgt)  # (B, T, m)
         states, contexts, alphas = [], [], []
         for t in range(tgt.shape[1]):
-            z, alpha = self._read(h, memory, src_mask, mean)  # (B, D), (B, L) | None
+            z, alpha = self._read(h, memory, keys, src_mask, mean)  # (B, D), (B, L) | None
             h, c = self.cell(torch.cat([embedded[:, t], z], dim=-1), (h, c))  # (B, n) each
             states.append(h)
             contexts.append(z)
             alphas.append(alpha)
         if cache is not None:
-            cache.update(h=h, c=c)
+            cache.update(h=h, c=c, **({} if keys is None else {"keys": keys}))
             cache.offset += tgt.shape[1]
         deep = embedded + self.out_h(torch.stack(states, 1)) + self.out_z(torch.stack(contexts, 1))
         logits = self.out(self.dropout(deep))  # (B, T, V), eq. 7
