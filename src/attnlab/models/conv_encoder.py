@@ -9,9 +9,17 @@ parts of the picture. Xu et al. take a pretrained VGG's 14 × 14 × 512 map; thi
 and trained from scratch (Ba (CSC413 Lecture 8), attention-based caption generation)::
 
     images (B, C, H, W)
-      → [conv 3×3 → ReLU → max-pool 2×2] per entry of ``channels``     (B, c_k, H/2^k, W/2^k)
-      → conv 3×3 → ReLU                                                (B, D, h, w)
-      → flattened row-major: location i = row · w + column             (B, L = h·w, D)
+      → [conv 3×3 → BN → ReLU → max-pool 2×2] per entry of ``channels`` (B, c_k, H/2^k, W/2^k)
+      → conv 3×3 → BN → ReLU                                            (B, D, h, w)
+      → flattened row-major: location i = row · w + column              (B, L = h·w, D)
+      → + a learned vector per location                                 (B, L, D)
+
+Batch normalisation (Ioffe & Szegedy 2015; ``batch_norm``) is what lets so small a network
+learn from scratch in minutes. A convolution is blind to where it is, so each location also
+gets a learned position vector (``positions``; the learned positional embedding of
+Steinert-Threlkeld (Transformers I) over the flattened grid): without it the decoder could
+attend to a digit but not know that it is the *leftmost* one, which a caption that lists
+digits "from left to right" must.
 
 The last convolution works at the grid's resolution and widens every vector's receptive
 field, so that one location sees a whole object (a 20–28 px digit on a 64 px canvas with the
@@ -24,6 +32,7 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
+from attnlab.modules.positional import LearnedPositionalEmbedding
 from attnlab.validation import check_floating, check_positive, check_tensor, shape_str
 
 
@@ -35,10 +44,13 @@ class ConvEncoder(nn.Module):
         image_size: ``H = W``; divisible by ``2 ** len(channels)``.
         channels: the width of each conv + pool stage (each halves the height and width).
         feature_dim: ``D``, the width of the final convolution: the annotation vectors.
+        batch_norm: batch normalisation after every convolution.
+        positions: add a learned vector per grid location.
     """
 
     def __init__(
-        self, in_channels: int, image_size: int, channels: Sequence[int], feature_dim: int
+        self, in_channels: int, image_size: int, channels: Sequence[int], feature_dim: int, *,
+        batch_norm: bool = True, positions: bool = True,
     ) -> None:
         super().__init__()
         for name, value in (("in_channels", in_channels), ("image_size", image_size),
@@ -58,11 +70,15 @@ class ConvEncoder(nn.Module):
         self.grid = (image_size // scale, image_size // scale)  # (h, w)
         layers: list[nn.Module] = []
         width = in_channels
-        for out in channels:
-            layers += [nn.Conv2d(width, out, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+        for stage, out in enumerate([*channels, feature_dim]):  # the last one keeps the grid
+            layers.append(nn.Conv2d(width, out, 3, padding=1, bias=not batch_norm))
+            layers += [nn.BatchNorm2d(out), nn.ReLU()] if batch_norm else [nn.ReLU()]
+            if stage < len(channels):
+                layers.append(nn.MaxPool2d(2))
             width = out
-        layers += [nn.Conv2d(width, feature_dim, 3, padding=1), nn.ReLU()]
         self.net = nn.Sequential(*layers)
+        h, w = self.grid
+        self.positions = LearnedPositionalEmbedding(h * w, feature_dim) if positions else None
 
     def check_images(self, images: Tensor) -> None:
         """``ValueError`` unless ``images`` is a float ``(B, C, H, W)`` batch of this size."""
@@ -89,4 +105,5 @@ class ConvEncoder(nn.Module):
     def forward(self, images: Tensor) -> Tensor:
         self.check_images(images)
         maps = self.net(images)  # (B, D, h, w)
-        return maps.flatten(2).transpose(1, 2)  # (B, L, D), location i = row · w + column
+        grid = maps.flatten(2).transpose(1, 2)  # (B, L, D), location i = row · w + column
+        return grid if self.positions is None else self.positions(grid)

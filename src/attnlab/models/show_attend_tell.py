@@ -52,7 +52,8 @@ class ShowAttendTellConfig(Config):
     ``hidden_dim`` (``n``, the LSTM) and ``attention_dim`` (the additive score's hidden width).
     ``dropout`` applies to the deep output before ``L_o``. ``attention``: soft attention
     (``True``) or the mean annotation at every step (the baseline). ``penalty``: ``λ`` of the
-    doubly stochastic regulariser.
+    doubly stochastic regulariser. ``batch_norm`` and ``grid_positions``: batch normalisation in
+    the encoder and a learned vector per grid location (:class:`ConvEncoder`).
     """
 
     vocab_size: int
@@ -67,6 +68,8 @@ class ShowAttendTellConfig(Config):
     dropout: float = 0.2
     attention: bool = True
     penalty: float = 1.0
+    batch_norm: bool = True
+    grid_positions: bool = True
 
     def __post_init__(self) -> None:
         self.conv_channels = tuple(self.conv_channels)
@@ -108,7 +111,8 @@ class ShowAttendTell(PretrainedModel):
     def __init__(self, config: ShowAttendTellConfig) -> None:
         super().__init__()
         self.config = c = config
-        self.encoder = ConvEncoder(c.in_channels, c.image_size, c.conv_channels, c.feature_dim)
+        self.encoder = ConvEncoder(c.in_channels, c.image_size, c.conv_channels, c.feature_dim,
+                                   batch_norm=c.batch_norm, positions=c.grid_positions)
         self.init_h = nn.Linear(c.feature_dim, c.hidden_dim)  # f_init,h
         self.init_c = nn.Linear(c.feature_dim, c.hidden_dim)  # f_init,c
         if c.attention:
