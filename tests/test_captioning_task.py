@@ -128,3 +128,31 @@ def test_number_words_map_to_their_digits_boxes():
 def test_bad_recipes_are_named(data, message):
     with pytest.raises(ValueError, match=message):
         CaptionRecipe.from_dict(recipe(**data))
+
+
+@requires_mnist
+def test_a_tiny_captioner_overfits_eight_scenes():
+    from attnlab.data.caption_set import CaptionSet
+    from attnlab.data.scenes import caption_text
+    from attnlab.data.tokenizers import WordTokenizer
+    from attnlab.models import ShowAttendTell, ShowAttendTellConfig
+    from attnlab.tasks.captioner import Captioner
+    from attnlab.tasks.captioning import caption_loss
+
+    torch.manual_seed(0)
+    scenes = make_scenes("train", 8, seed=5, counts=(1, 2, 3))
+    texts = [caption_text(caption(s)) for s in scenes]
+    tok = WordTokenizer.train(texts)
+    data = CaptionSet(torch.stack([s.image for s in scenes]), texts, tok)
+    model = ShowAttendTell(ShowAttendTellConfig(
+        vocab_size=tok.vocab_size, conv_channels=(8, 16, 16), feature_dim=32, embed_dim=16,
+        hidden_dim=64, attention_dim=32, dropout=0.0))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    batch = data.collate(range(8))
+    for _ in range(150):
+        loss, words = caption_loss(model, batch, tok.pad_id)
+        optimizer.zero_grad()
+        (loss / words).backward()
+        optimizer.step()
+    model.eval()
+    assert Captioner(model, tok).caption(data.images, beam_size=1) == texts
