@@ -50,14 +50,15 @@ def plot_caption_attention(rows: Sequence[CaptionAttention], path: str | Path, *
     if not rows:
         raise ValueError("rows must hold at least one caption, got none")
     columns = 1 + max(len(r.words) for r in rows)
-    fig = Figure(figsize=(1.25 * columns, 1.55 * len(rows) + 0.3), layout="constrained")
-    axes = fig.subplots(len(rows), columns, squeeze=False)
-    for row, axs in zip(rows, axes, strict=True):
+    lines = max(r.title.count("\n") + 1 for r in rows)
+    fig = Figure(figsize=(1.25 * columns, (1.6 + 0.15 * lines) * len(rows) + 0.3), layout="constrained")
+    for row, sub in zip(rows, fig.subfigures(len(rows), 1, squeeze=False)[:, 0], strict=True):
         if row.maps.shape[0] != len(row.words):
             raise ValueError(f"maps must have one map a word ({len(row.words)}), got {row.maps.shape[0]}")
         _, height, width = row.image.shape
+        sub.suptitle(row.title, fontsize=8, x=0.005, ha="left")
+        axs = sub.subplots(1, columns, squeeze=False)[0]
         _show_image(axs[0], row.image)
-        axs[0].set_title(row.title, fontsize=7, loc="left", wrap=True)
         for t, ax in enumerate(axs[1:]):
             if t >= len(row.words):
                 ax.set_axis_off()
@@ -73,5 +74,5 @@ def plot_caption_attention(rows: Sequence[CaptionAttention], path: str | Path, *
                                        edgecolor="lime", linewidth=1.0))
             ax.set_title(row.words[t], fontsize=9)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=10, fontweight="bold")
     return save_figure(fig, path)
