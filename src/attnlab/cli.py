@@ -92,7 +92,7 @@ def _translate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint directory (translation or language model)")
+    p.add_argument("checkpoint", help="checkpoint directory of any task (translator, LM, NTM, captioner)")
     p.add_argument("--split", default=None, help="data split (default: test_2016_flickr / val)")
     _decoding_args(p)
     p.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
@@ -155,8 +155,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
     "train": ("train a model from a TOML recipe", "attnlab.tasks.commands:train", _train_args),
     "translate": ("translate stdin to stdout with a checkpoint", "attnlab.tasks.commands:translate",
                   _translate_args),
-    "evaluate": ("score a checkpoint: BLEU/chrF or perplexity", "attnlab.tasks.commands:evaluate",
-                 _evaluate_args),
+    "evaluate": ("score a checkpoint: BLEU/chrF, perplexity, bit errors or caption accuracy",
+                 "attnlab.tasks.commands:evaluate", _evaluate_args),
     "generate": ("sample text from a GPT checkpoint", "attnlab.tasks.commands:generate", _generate_args),
     "finetune": ("fine-tune a GPT checkpoint as a classifier (Shakespeare vs KJV) against scratch",
                  "attnlab.tasks.finetune:cli", _finetune_args),
