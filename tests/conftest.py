@@ -7,6 +7,7 @@ beside it). The real corpora are found through ATTNLAB_DATA, defaulting to the
 """
 
 import os
+import signal
 from pathlib import Path
 
 import torch
@@ -17,3 +18,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # the CLI's default threads, in-p
 _DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 if "ATTNLAB_DATA" not in os.environ and _DEFAULT_DATA.is_dir():
     os.environ["ATTNLAB_DATA"] = str(_DEFAULT_DATA)
+
+
+# A suite started in the background of a non-interactive shell (``make test &``, nohup) inherits
+# SIGINT ignored, and so would every command a test starts, so the Ctrl-C tests would see no
+# Ctrl-C. Python's own handler here means the children start with the default action again
+# (an ignored signal stays ignored across exec; a handled one is reset).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
