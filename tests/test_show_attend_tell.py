@@ -17,15 +17,6 @@ V, PAD, BOS, EOS = 12, 0, 1, 2
 SIZE = 16  # tiny images: two conv stages → a 4 × 4 grid
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one thread avoids OpenMP overhead on the shared cores (restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny(seed: int = 0, **overrides) -> ShowAttendTell:
     torch.manual_seed(seed)
     fields = dict(image_size=SIZE, conv_channels=(8, 16), feature_dim=16, embed_dim=16,
