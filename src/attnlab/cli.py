@@ -12,6 +12,7 @@ SIGTERM 143 (a training run saves a resumable checkpoint first).
     attnlab plot RUN_DIR
     attnlab plot-alignment CHECKPOINT --src "Ein Hund läuft." [--out alignment.png]
     attnlab caption CHECKPOINT image.png [--attention out.png]
+    attnlab lab [NAME | all] [--out DIR] [--quick]
     attnlab demo
 """
 
@@ -144,6 +145,12 @@ def _plot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a training run directory holding metrics.jsonl")
 
 
+def _lab_args(p: argparse.ArgumentParser) -> None:
+    from attnlab.labs.registry import add_arguments
+
+    add_arguments(p)
+
+
 def _demo_args(p: argparse.ArgumentParser) -> None:
     from attnlab.labs.demo import add_arguments
 
@@ -165,6 +172,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
                        "attnlab.tasks.commands:plot_alignment", _plot_alignment_args),
     "caption": ("caption images with a captioning checkpoint (and draw its attention)",
                 "attnlab.tasks.commands:caption", _caption_args),
+    "lab": ("list the lecture labs, or run one (or all) into PNGs and a Markdown report",
+            "attnlab.labs.registry:cli", _lab_args),
     "demo": ("train the demo translator (or --pooling) and save its pictures",
              "attnlab.labs.demo:cli", _demo_args),
 }

