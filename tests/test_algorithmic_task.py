@@ -14,31 +14,8 @@ from torch import nn
 from attnlab.cli import main
 from attnlab.tasks.algorithmic import bit_errors, fixed_episodes, sequence_cost, train_episodes
 from attnlab.tasks.algorithmic_recipe import AlgorithmicData, AlgorithmicRecipe
-
-TINY = """\
-task = "algorithmic"
-[data]
-task = "copy"
-min_length = 1
-max_length = 5
-batch_size = 16
-[model]
-{model}
-[optim]
-lr = 1e-2
-[train]
-max_steps = 40
-eval_every = 20
-log_every = 10
-save_every = 20
-clip_norm = 10.0
-progress = false
-[eval]
-val_sequences = 20
-test_lengths = [3, 8]
-test_sequences = 20
-"""
-NTM_TABLE = "controller_dim = 32\nmemory_size = 16\nmemory_width = 8"
+from trained_toys import NTM_TABLE
+from trained_toys import train_algorithmic as train
 
 
 def recipe(**tables) -> AlgorithmicRecipe:
@@ -105,14 +82,6 @@ def test_associative_recall_memory_counts_item_vectors():
     with pytest.raises(ValueError, match="hold 36 vectors"):
         recipe(data={"task": "associative_recall", "min_length": 2, "max_length": 6},
                eval={"test_lengths": [12]})
-
-
-def train(tmp_path: Path, model_table: str) -> Path:
-    config = tmp_path / "tiny.toml"
-    config.write_text(TINY.format(model=model_table))
-    run_dir = tmp_path / "run"
-    assert main(["train", "--config", str(config), "--run-dir", str(run_dir)]) == 0
-    return run_dir
 
 
 def test_ntm_trains_evaluates_and_draws(tmp_path, capsys):

@@ -14,36 +14,20 @@ import torch
 from PIL import Image
 
 from attnlab.data import make_scenes
-from attnlab.data.corpora import data_dir
-from attnlab.data.mnist import IMAGES_FILE
 from attnlab.data.scenes import caption, caption_digits
 from attnlab.tasks import EvaluateRequest, train
 from attnlab.tasks.captioner import box_share
 from attnlab.tasks.captioning import CaptioningTask, caption_cli
 from attnlab.tasks.captioning_recipe import CaptionRecipe
-
-REAL_MNIST = data_dir() / "mnist"
-requires_mnist = pytest.mark.skipif(
-    not (REAL_MNIST / IMAGES_FILE).is_file(),
-    reason=f"the MNIST test set is not in {REAL_MNIST} (set ATTNLAB_DATA to a folder holding mnist/)",
-)
-TINY_MODEL = {"type": "show_attend_tell", "conv_channels": [8, 16, 16], "feature_dim": 16, "embed_dim": 16,
-              "hidden_dim": 32, "attention_dim": 16, "dropout": 0.0}
-TINY_TRAIN = {"max_steps": 6, "eval_every": 3, "save_every": 3, "log_every": 3, "progress": False,
-              "metric": "val_exact", "metric_mode": "max"}
-
-
-def recipe(**data) -> dict:
-    return {"task": "captioning", "data": {"batch_size": 8, **data}, "model": dict(TINY_MODEL),
-            "optim": {"warmup": 1}, "train": dict(TINY_TRAIN),
-            "eval": {"beam_size": 2, "val_limit": 8, "max_len": 20, "mistakes": 2}}
+from trained_toys import CAPTION_SCENES, requires_mnist, train_captioner
+from trained_toys import caption_recipe as recipe
 
 
 @requires_mnist
 def test_scenes_run_trains_scores_draws_and_evaluates_again(tmp_path, capsys):
-    run = train(recipe(train_scenes=48, val_scenes=8, test_scenes=12), run_dir=tmp_path / "run")
+    run = train_captioner(tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
-    assert results["captions"] == 12 and 0.0 <= results["exact_match"] <= 1.0
+    assert results["captions"] == CAPTION_SCENES["test_scenes"] and 0.0 <= results["exact_match"] <= 1.0
     assert set(results["exact_match_by_digits"]) <= {"1", "2", "3", "4"}
     assert results["steps"] == 6 and results["attention"] is True
     for picture in results["pictures"]:

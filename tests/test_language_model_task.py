@@ -17,10 +17,9 @@ from attnlab.cli import main
 from attnlab.data import CharTokenizer, Tokenizer, load_tinyshakespeare, load_tokenizer
 from attnlab.models import GPT, Transformer, TransformerConfig
 from attnlab.tasks.language_model import LMRecipe
-
-ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "configs" / "shakespeare_nanogpt_cpu.toml"
-FAST = ["train.progress=false", "train.log_every=1", "train.save_every=0", "train.keep_last_k=0"]
+from trained_toys import LM_FAST as FAST
+from trained_toys import LM_RECIPE as CONFIG
+from trained_toys import ROOT, train_gpt
 
 pytestmark = pytest.mark.skipif(
     not (Path(os.environ.get("ATTNLAB_DATA", "/nonexistent")) / "tinyshakespeare").is_dir(),
@@ -35,23 +34,7 @@ def run(*argv: str) -> int:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """nanoGPT's CPU configuration, 30 steps, evaluated every 10, validated on the last 2 %."""
-    out = tmp_path_factory.mktemp("nanogpt_cpu")
-    assert (
-        run(
-            "train",
-            "--config",
-            CONFIG,
-            "--run-dir",
-            out,
-            "train.max_steps=30",
-            "train.eval_every=10",
-            "eval.eval_iters=8",
-            "data.train_fraction=0.98",  # a shorter validation tail keeps the test fast
-            *FAST,
-        )
-        == 0
-    )
-    return out
+    return train_gpt(tmp_path_factory.mktemp("nanogpt_cpu"))
 
 
 @pytest.fixture(scope="module")

@@ -14,37 +14,14 @@ from attnlab.data import load_multi30k
 from attnlab.models import AttentionSeq2Seq, RNNSeq2Seq, load_pretrained
 from attnlab.tasks import TranslationTask, load_recipe, task_for_checkpoint
 from attnlab.tasks.translation_recipe import TranslationRecipe
-
-TINY = [
-    "data.train_limit=400",
-    "data.vocab_size=300",
-    "model.embed_dim=16",
-    "model.hidden_dim=32",
-    "train.max_steps=6",
-    "optim.warmup=2",
-    "train.log_every=3",
-    "train.eval_every=3",
-    "train.save_every=3",
-    "train.keep_last_k=2",
-    "train.progress=false",
-    "eval.val_limit=6",
-    "eval.test_limit=8",
-    "eval.beam_size=2",
-    "eval.average_last=2",
-    "eval.max_len_a=1.0",  # short outputs: the untrained model never stops early
-    "eval.max_len_b=3",
-]
-ATTENTION = [*TINY, "model.encoder_dim=16", "model.attention_dim=8"]
+from trained_toys import RNN_RECIPES, train_rnn_translator
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("rnn_translation")
-    for name, config, overrides in (
-        ("bahdanau", "configs/multi30k_bahdanau.toml", ATTENTION),
-        ("cho", "configs/multi30k_rnn.toml", TINY),
-    ):
-        assert main(["train", "--config", config, "--run-dir", str(out / name), *overrides]) == 0
+    for name in RNN_RECIPES:
+        train_rnn_translator(out / name, name)
     return out
 
 

@@ -21,36 +21,14 @@ from attnlab.tasks import EvaluateRequest, TranslationTask, load_recipe
 from attnlab.tasks.translation import translate
 from attnlab.tasks.translation_recipe import TranslationRecipe
 from attnlab.training import plot_run
-
-DEMO = "configs/multi30k_demo.toml"
-TINY = [
-    "data.train_limit=500",
-    "data.vocab_size=400",
-    "model.d_model=32",
-    "model.num_heads=2",
-    "model.num_encoder_layers=1",
-    "model.num_decoder_layers=1",
-    "model.d_ff=64",
-    "train.max_steps=20",
-    "optim.warmup=5",
-    "train.log_every=5",
-    "train.eval_every=10",
-    "train.save_every=10",
-    "train.progress=false",
-    "eval.val_limit=8",
-    "eval.test_limit=16",
-    "eval.beam_size=2",
-    "eval.average_last=2",
-    "eval.max_len_a=1.0",  # short outputs: the untrained model never stops early
-    "eval.max_len_b=4",
-]
+from trained_toys import TRANSLATION_RECIPE as DEMO
+from trained_toys import TRANSLATION_TINY as TINY
+from trained_toys import train_translator
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("translation") / "run"
-    assert main(["train", "--config", DEMO, "--run-dir", str(out), "--device", "cpu", *TINY]) == 0
-    return out
+    return train_translator(tmp_path_factory.mktemp("translation") / "run")
 
 
 def test_train_writes_checkpoint_metrics_results_alignment(run_dir):

@@ -1,8 +1,9 @@
-"""Forward FLOPs and attention-matrix memory of attnlab's Transformer models, layer by layer.
+"""FLOPs and attention-matrix memory of attnlab's Transformer models, layer by layer, and of the
+recurrent and convolutional layers the lectures compare them with.
 
-The self-attention rows of the lectures' complexity tables, made exact for the Transformer,
-GPT and BERT-style models attnlab has (the recurrent and convolutional rows of those tables
-are not counted here yet): Li (Transformer Part I), "Complexity of
+The rows of the lectures' complexity tables, made exact: self-attention for the Transformer,
+GPT and BERT-style models attnlab has, and the recurrent and convolutional layers beside it
+(:func:`layer_complexity`, below). Li (Transformer Part I), "Complexity of
 Attention" (the score matrix ``S = QKᵀ`` costs O(n²d), the weighted sum ``softmax(S) V``
 O(n²d), and the n × n scores take O(n²) memory per head); Hasegawa-Johnson (ECE 417 Lecture
 21), "Why Self-Attention?" (O(n²d) per self-attention layer against O(nd²) per recurrent
@@ -34,6 +35,32 @@ attention matrix       ``H n_q n_k`` numbers  O(H n²) memory
 Self-attention has ``n_q = n_k = n``; the decoder's cross-attention has ``n_q = T`` target
 and ``n_k = S`` source tokens. The fused attention path never stores the attention matrix
 (its memory is O(n)); the explicit path (``return_weights=True``) does, once per layer.
+
+Training (:func:`training_flops`) costs three forward passes: the backward pass of a product
+``A·B`` computes two products of its size, ``G·Bᵀ`` and ``Aᵀ·G``. Decoding (:func:`decoding_flops`)
+runs one forward pass a new token: with the KV cache only the new token is projected and it
+attends to the cached keys (O(n·d + d²) a token); without it the whole prefix is computed again
+(O(n·d² + n²·d) a token) — Ba (CSC413 Lecture 8), "Computational Cost and Parallelism": "the
+computation in the self-attention decoder grows as the sequence gets longer".
+
+The other layers of Hasegawa-Johnson's table (ECE 417 Lecture 21, "Why Self-Attention?";
+Vaswani et al. 2017, Table 1), of width ``d`` on ``n`` positions (:func:`layer_complexity`):
+
+==============  ======================  ===========  ==============================
+layer           FLOPs                   sequential   path length, position 0 → n−1
+==============  ======================  ===========  ==============================
+recurrent       ``2 n g d (d_in + d)``  n            n steps
+convolutional   ``2 n k d_in d``        1            ⌈log_k n⌉ layers dilated,
+                                                     ⌈(n−1)/(k−1)⌉ contiguous
+self-attention  ``8 n d² + 4 n² d``     4            1 layer
+==============  ======================  ===========  ==============================
+
+``g`` is the number of gates (1 for a plain RNN, 3 for a GRU, 4 for an LSTM). *Sequential*
+counts the longest chain of matrix products each of which needs the one before it, which
+no hardware can run side by side: a recurrent layer's n, one a step, each needing the state
+the step before produced; a convolution's one; attention's projections → scores → weighted
+values → output. The path length counts causal layers (convolutions padded on the left as in
+ByteNet and WaveNet, layer ``i`` dilated by ``k^i``).
 """
 
 from __future__ import annotations
@@ -41,7 +68,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnlab.models import EncoderConfig, GPTConfig, TransformerConfig
-from attnlab.validation import check_positive
+from attnlab.validation import check_choice, check_positive
 
 PARTS = ("qkv", "scores", "weighted_values", "out_proj", "ffn", "lm_head")
 
@@ -122,12 +149,15 @@ class FlopReport:
 
 
 def attention_cost(
-    n_q: int, n_k: int, d: int, num_heads: int, batch_size: int = 1
+    n_q: int, n_k: int, d: int, num_heads: int, batch_size: int = 1, *, new_keys: int | None = None
 ) -> AttentionCost:
-    """FLOPs of multi-head attention from ``n_q`` queries to ``n_k`` keys of width ``d``."""
-    b = batch_size
+    """FLOPs of multi-head attention from ``n_q`` queries to ``n_k`` keys of width ``d``.
+
+    ``new_keys``: keys and values this call projects (default ``n_k``); with a KV cache only
+    the new tokens' are, the others are read from the cache."""
+    b, m = batch_size, n_k if new_keys is None else new_keys
     return AttentionCost(
-        qkv=2 * b * (n_q * d * d + 2 * n_k * d * d),  # X W_q, M W_k, M W_v
+        qkv=2 * b * (n_q * d * d + 2 * m * d * d),  # X W_q, M W_k, M W_v
         scores=2 * b * n_q * n_k * d,  # Q Kᵀ over all heads: H · (n_q × d_h)·(d_h × n_k)
         weighted_values=2 * b * n_q * n_k * d,  # softmax(S) V: H · (n_q × n_k)·(n_k × d_h)
         out_proj=2 * b * n_q * d * d,  # [H_1 … H_H] W_o
@@ -181,6 +211,121 @@ def attention_memory(
     """Bytes of the largest attention matrix ``B · H · n_q · n_k`` (O(H n²), Li (Transformer Part I))."""
     check_positive("bytes_per_element", bytes_per_element)
     return flops(config, seq_len, batch_size=batch_size).attention_elements * bytes_per_element
+
+
+def training_flops(
+    config: TransformerConfig | GPTConfig | EncoderConfig, seq_len: int | tuple[int, int],
+    *, batch_size: int = 1,
+) -> int:
+    """FLOPs of one training step (forward + backward) on ``batch_size`` sequences: three forward
+    passes, since the backward of every product ``A·B`` computes ``G·Bᵀ`` and ``Aᵀ·G``."""
+    return 3 * flops(config, seq_len, batch_size=batch_size).total
+
+
+def decoding_flops(
+    config: GPTConfig, prompt_len: int, new_tokens: int, *, use_cache: bool = True, batch_size: int = 1,
+) -> int:
+    """FLOPs of generating ``new_tokens`` after ``prompt_len`` prompt tokens, one forward pass a
+    token, as :func:`attnlab.generation.greedy_search` runs them (Ba (CSC413 Lecture 8),
+    "Computational Cost and Parallelism").
+
+    Step ``i`` sees ``prompt_len + i`` tokens. With ``use_cache`` the first step encodes the
+    prompt and every later step feeds one token against the cached keys; without it every step
+    runs the whole prefix again. The context must fit ``block_size`` (no sliding window)."""
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"config must be a GPTConfig, got {type(config).__name__}")
+    for name, value in (("prompt_len", prompt_len), ("new_tokens", new_tokens), ("batch_size", batch_size)):
+        check_positive(name, value)
+    if prompt_len + new_tokens - 1 > config.block_size:
+        raise ValueError(
+            f"prompt_len + new_tokens - 1 must be <= block_size={config.block_size} (the window would "
+            f"slide), got {prompt_len} + {new_tokens} - 1"
+        )
+    total = 0
+    for step in range(new_tokens):
+        context = prompt_len + step
+        new = 1 if use_cache and step > 0 else context
+        total += _decoder_forward(config, new, context, batch_size)
+    return total
+
+
+def _decoder_forward(config: GPTConfig, new: int, context: int, batch_size: int) -> int:
+    """A GPT forward pass over ``new`` tokens whose keys end a context of ``context`` tokens."""
+    d = config.d_model
+    attn = attention_cost(new, context, d, config.num_heads, batch_size, new_keys=new)
+    ffn = ffn_cost(new, d, config.ffn_dim, config.activation, batch_size)
+    return config.num_layers * (attn.total + ffn) + 2 * batch_size * new * d * config.vocab_size
+
+
+# ------------------------------------------------- the recurrent and convolutional rows
+GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+LAYER_TYPES = ("recurrent", "convolutional", "self-attention")
+
+
+def recurrent_flops(
+    n: int, d_in: int, d_hidden: int, *, cell: str = "gru", num_layers: int = 1, batch_size: int = 1
+) -> int:
+    """FLOPs of a recurrent layer (``torch.nn.RNN`` / ``GRU`` / ``LSTM``) over ``n`` steps: each
+    step multiplies the input by ``W_i`` (``g·d_h × d_in``) and the previous state by ``W_h``
+    (``g·d_h × d_h``). O(n d²) (Hasegawa-Johnson (ECE 417 Lecture 21), "Why Self-Attention?");
+    ``t × k² × d`` for ``d`` layers of ``k`` units (Ba (CSC413 Lecture 8), "Computational Cost
+    and Parallelism")."""
+    check_choice("cell", cell, tuple(GATES))
+    for name, value in (("n", n), ("d_in", d_in), ("d_hidden", d_hidden), ("num_layers", num_layers),
+                        ("batch_size", batch_size)):
+        check_positive(name, value)
+    widths = [d_in] + [d_hidden] * (num_layers - 1)  # layer l > 0 reads the layer below
+    return sum(2 * batch_size * n * GATES[cell] * d_hidden * (w + d_hidden) for w in widths)
+
+
+def convolution_flops(n: int, d_in: int, d_out: int, kernel_size: int, *, batch_size: int = 1) -> int:
+    """FLOPs of a 1-D convolution (``torch.nn.Conv1d``, stride 1) producing ``n`` positions:
+    ``2 n k d_in d_out``, O(k n d²) (Hasegawa-Johnson (ECE 417 Lecture 21), "Why Self-Attention?")."""
+    for name, value in (("n", n), ("d_in", d_in), ("d_out", d_out), ("kernel_size", kernel_size),
+                        ("batch_size", batch_size)):
+        check_positive(name, value)
+    return 2 * batch_size * n * kernel_size * d_in * d_out
+
+
+@dataclass(frozen=True)
+class LayerComplexity:
+    """One row of Hasegawa-Johnson's "Why Self-Attention?" table (module docstring), counted."""
+
+    layer: str  # one of LAYER_TYPES
+    flops: int  # forward FLOPs of one layer on n positions
+    sequential_ops: int  # longest chain of dependent matrix products
+    path_length: int  # layers (recurrent: steps) from input position 0 to output n − 1
+
+
+def layer_complexity(
+    layer: str, n: int, d: int, *, kernel_size: int = 3, dilated: bool = True, num_heads: int = 1,
+    cell: str = "gru",
+) -> LayerComplexity:
+    """The ``layer`` row for width ``d`` on ``n`` positions: a recurrent ``cell``, a convolution
+    of ``kernel_size`` (``dilated`` or contiguous) or self-attention of ``num_heads`` heads."""
+    check_choice("layer", layer, LAYER_TYPES)
+    check_positive("n", n)
+    check_positive("d", d)
+    if layer == "recurrent":
+        return LayerComplexity(layer, recurrent_flops(n, d, d, cell=cell), n, n)
+    if layer == "self-attention":
+        return LayerComplexity(layer, attention_cost(n, n, d, num_heads).total, 4, 1)
+    if kernel_size < 2:
+        raise ValueError(f"kernel_size must be >= 2 to connect positions, got {kernel_size}")
+    return LayerComplexity(layer, convolution_flops(n, d, d, kernel_size), 1,
+                           convolution_path_length(n, kernel_size, dilated=dilated))
+
+
+def convolution_path_length(n: int, kernel_size: int, *, dilated: bool = True) -> int:
+    """Causal layers of width ``k`` until output ``n − 1`` sees input 0: ``⌈(n−1)/(k−1)⌉``
+    contiguous (each layer reaches ``k − 1`` further back), ``⌈log_k n⌉`` dilated by ``k^i``
+    (``L`` layers reach ``k^L − 1`` back)."""
+    if not dilated:
+        return -(-(n - 1) // (kernel_size - 1))
+    layers = 0
+    while kernel_size**layers < n:
+        layers += 1
+    return layers
 
 
 def _layers(
