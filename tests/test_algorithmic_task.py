@@ -59,6 +59,23 @@ def test_training_stream_is_seeded_and_in_range():
     assert lengths == {2, 3, 4}
 
 
+def test_curriculum_widens_the_range_batch_by_batch():
+    data = AlgorithmicData(task="repeat_copy", min_length=1, max_length=9, min_repeats=1, max_repeats=5,
+                           batch_size=2, seed=3, curriculum_steps=4)
+    assert [data.range_at(i) for i in range(6)] == [(3, 2), (5, 3), (7, 4), (9, 5), (9, 5), (9, 5)]
+    stream = train_episodes(data)(0)
+    for batch in range(4):
+        episode = next(stream)
+        answer = int(episode.mask[0].sum()) - 1  # length · repeats, then the end marker
+        length = int((episode.inputs.shape[1] - 1 - answer - 1))
+        cap_length, cap_repeats = data.range_at(batch)
+        assert 1 <= length <= cap_length and answer // length <= cap_repeats
+    off = AlgorithmicData(task="copy", max_length=7)
+    assert off.range_at(0) == (7, 10)
+    with pytest.raises(ValueError, match="data.curriculum_steps must be >= 0, got -1"):
+        AlgorithmicData(curriculum_steps=-1)
+
+
 @pytest.mark.parametrize(
     ("tables", "message"),
     [

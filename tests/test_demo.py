@@ -47,8 +47,11 @@ def test_demo_cli_options():
 
 def test_pooling_demo_writes_its_picture(tmp_path, capsys):
     picture = run_pooling_demo(tmp_path)
-    assert picture.is_file() and picture.stat().st_size > 10_000
-    assert "gaussian" in capsys.readouterr().out
+    assert picture == (tmp_path / "attention_pooling.png").resolve()
+    assert picture.stat().st_size > 10_000 and (tmp_path / "learned_bandwidth.png").stat().st_size > 10_000
+    printed = capsys.readouterr().out
+    assert "| gaussian | 0.25 |" in printed and "| learned gaussian |" in printed
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") in printed  # the lab's report, printed
 
 
 @pytest.mark.slow

@@ -14,11 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.attention import (
+    ParametricAttentionPooling,
     average_pooling,
     boxcar_kernel,
     database_lookup,
     epanechnikov_kernel,
+    fit_bandwidth,
     gaussian_kernel,
+    leave_one_out_mask,
     nadaraya_watson,
     scaled_dot_product_attention,
 )
@@ -30,13 +33,15 @@ NP_KERNELS = {
 }
 
 
-def np_nadaraya_watson(q, k, v, kernel, h):
+def np_nadaraya_watson(q, k, v, kernel, h, allowed=None):
     """López et al. (Attention Mechanisms), eqs. 2-3, in NumPy: weights K(|q-k|/h) normalised over
-    keys (0 where none)."""
+    the allowed keys (0 where none)."""
     q = q[:, None] if q.ndim == 1 else q
     k = k[:, None] if k.ndim == 1 else k
     u = np.linalg.norm(q[:, None, :] - k[None, :, :], axis=-1) / h
     raw = NP_KERNELS[kernel](u)
+    if allowed is not None:
+        raw = np.where(allowed, raw, 0.0)
     total = raw.sum(-1, keepdims=True)
     w = np.divide(raw, total, out=np.zeros_like(raw), where=total > 0)
     return w @ v, w
@@ -244,9 +249,72 @@ nw = nadaraya_watson
         (lambda q, k, v: nw(q, k, v.float()), "share a dtype"),
         (lambda q, k, v: average_pooling(q, v[:0]), "values must hold at least one"),
         (lambda q, k, v: database_lookup(q, k[:, :1], v), "keys have width 1"),
+        (lambda q, k, v: nw(q, k, v, mask=torch.ones(5, 6)), "mask must be boolean"),
+        (lambda q, k, v: nw(q, k, v, mask=torch.ones(5, 4, dtype=torch.bool)), r"mask has shape \(5, 4\)"),
+        (lambda q, k, v: ParametricAttentionPooling("boxcar"), "kernel must be 'gaussian' or 'epanechnikov'"),
+        (lambda q, k, v: ParametricAttentionPooling(bandwidth=0.0), "bandwidth must be > 0"),
+        (lambda q, k, v: fit_bandwidth(k[:1, 0], v[:1, 0]), "at least 2 pairs"),
+        (lambda q, k, v: fit_bandwidth(k[:, 0], v[:, 0], steps=0), "steps must be > 0"),
+        (lambda q, k, v: leave_one_out_mask(0), "n must be > 0"),
     ],
 )
 def test_bad_inputs_raise_value_error(call, match):
     q, k, v = rand(5, 3, seed=27), rand(6, 3, seed=28), rand(6, 2, seed=29)
     with pytest.raises(ValueError, match=match):
         call(q, k, v)
+
+
+# ------------------------------------------------------------ masks and a learned bandwidth
+@pytest.mark.parametrize("kernel", ["gaussian", "boxcar", "epanechnikov"])
+def test_mask_blocks_keys_like_numpy(kernel):
+    q, k, v = rand(6, 2, seed=30), rand(9, 2, seed=31), rand(9, 3, seed=32)
+    allowed = np.random.default_rng(33).random((6, 9)) < 0.6
+    allowed[0] = False  # a query with every key blocked
+    out, w = nadaraya_watson(q, k, v, kernel, 2.0, return_weights=True, mask=torch.from_numpy(allowed))
+    ref_out, ref_w = np_nadaraya_watson(q.numpy(), k.numpy(), v.numpy(), kernel, 2.0, allowed)
+    np.testing.assert_allclose(w.numpy(), ref_w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out.numpy(), ref_out, rtol=1e-12, atol=1e-14)
+    assert (w[torch.from_numpy(~allowed)] == 0).all() and (out[0] == 0).all()
+
+
+def test_leave_one_out_mask_and_loss():
+    mask = leave_one_out_mask(4)
+    assert mask.dtype == torch.bool and mask.shape == (4, 4)
+    assert not mask.diagonal().any() and mask.sum() == 12
+    x, y = rand(12, seed=34), rand(12, seed=35)
+    model = ParametricAttentionPooling("gaussian", 0.7, dtype=torch.float64)
+    allowed = ~np.eye(12, dtype=bool)
+    pred, _ = np_nadaraya_watson(x.numpy(), x.numpy(), y.numpy(), "gaussian", 0.7, allowed)
+    loss = model.leave_one_out_loss(x, y)
+    assert float(loss.detach()) == pytest.approx(np.mean((pred - y.numpy()) ** 2), rel=1e-12)
+    loss.backward()
+    assert torch.isfinite(model.log_bandwidth.grad) and model.log_bandwidth.grad != 0
+
+
+def np_leave_one_out_mse(x, y, h, kernel="gaussian"):
+    pred, _ = np_nadaraya_watson(x, x, y, kernel, h, ~np.eye(len(x), dtype=bool))
+    return np.mean((pred - y) ** 2)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_fit_bandwidth_finds_the_leave_one_out_optimum(kernel):
+    """Gradient descent on log h lands where a NumPy grid search of the leave-one-out error does."""
+    gen = np.random.default_rng(36)
+    x = np.sort(gen.uniform(0, 5, 40))
+    y = np.sin(2 * x) + 0.3 * gen.normal(size=40)
+    grid = np.geomspace(0.05, 3.0, 2000)
+    errors = np.array([np_leave_one_out_mse(x, y, h, kernel) for h in grid])
+    best = grid[errors.argmin()]
+    model, losses = fit_bandwidth(torch.from_numpy(x), torch.from_numpy(y), kernel=kernel,
+                                  bandwidth=1.0, steps=300, lr=0.05)
+    h = float(model.bandwidth.detach())
+    assert h == pytest.approx(best, rel=0.02), (h, best)
+    assert losses[-1] == pytest.approx(errors.min(), rel=1e-3) and losses[-1] < losses[0]
+    assert model.log_bandwidth.dtype == torch.float64
+
+
+def test_parametric_pooling_is_nadaraya_watson_at_its_bandwidth():
+    q, k, v = rand(5, seed=37), rand(8, seed=38), rand(8, 2, seed=39)
+    model = ParametricAttentionPooling("epanechnikov", 1.5, dtype=torch.float64)
+    assert float(model.bandwidth.detach()) == pytest.approx(1.5, rel=1e-15)
+    torch.testing.assert_close(model(q, k, v), nadaraya_watson(q, k, v, "epanechnikov", 1.5))

@@ -25,11 +25,14 @@ from attnlab.attention.masks import (
 )
 from attnlab.attention.multihead import KVCache, MultiHeadAttention
 from attnlab.attention.pooling import (
+    ParametricAttentionPooling,
     average_pooling,
     boxcar_kernel,
     database_lookup,
     epanechnikov_kernel,
+    fit_bandwidth,
     gaussian_kernel,
+    leave_one_out_mask,
     nadaraya_watson,
 )
 from attnlab.attention.scoring import (
@@ -47,6 +50,7 @@ __all__ = [
     "LocationAwareScore",
     "KVCache",
     "MultiHeadAttention",
+    "ParametricAttentionPooling",
     "average_pooling",
     "boxcar_kernel",
     "causal_mask",
@@ -55,9 +59,11 @@ __all__ = [
     "database_lookup",
     "dot_score",
     "epanechnikov_kernel",
+    "fit_bandwidth",
     "from_key_padding_mask",
     "from_torch_attn_mask",
     "gaussian_kernel",
+    "leave_one_out_mask",
     "lengths_to_mask",
     "masked_softmax",
     "nadaraya_watson",

@@ -14,6 +14,13 @@ with weights ``α`` that are non-negative and sum to one (eq. 3). The deck's spe
 * **average pooling**: ``α = 1/m`` for every key — :func:`average_pooling`;
 * **database lookup**: one weight is 1, all others 0 — :func:`database_lookup`.
 
+Parametric attention pooling learns the bandwidth instead of choosing it:
+:class:`ParametricAttentionPooling` holds ``w = log h`` as a parameter and
+:func:`fit_bandwidth` trains it by gradient descent on the leave-one-out error over the
+database (each ``v_i`` predicted from the other ``m − 1`` pairs, :func:`leave_one_out_mask`),
+the recipe of Zhang et al., *Dive into Deep Learning*, §11.2 "Attention Pooling by Similarity"
+that the deck's kernels come from.
+
 Shapes: scalar data is ``queries (n_q,)``, ``keys (n_k,)``; vector data is ``queries (n_q, d)``,
 ``keys (n_k, d)``. Values are ``(n_k,)`` or ``(n_k, d_v)``; the output is ``(n_q,)`` or
 ``(n_q, d_v)`` accordingly and the weights are ``(n_q, n_k)``.
@@ -21,11 +28,13 @@ Shapes: scalar data is ``queries (n_q,)``, ``keys (n_k,)``; vector data is ``que
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
+from attnlab.attention.masks import masked_softmax
 from attnlab.validation import check_floating, check_positive, check_rank, check_tensor, shape_str
 
 Kernel = Callable[[Tensor], Tensor]
@@ -113,6 +122,21 @@ def _check_values(values: Tensor, n_k: int) -> None:
         raise ValueError(f"values has length {values.shape[0]} but keys have length {n_k}")
 
 
+def _check_pooling_mask(mask: Tensor | None, n_q: int, n_k: int) -> None:
+    if mask is None:
+        return
+    check_tensor("mask", mask)
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be boolean (True = the key may be used), got dtype {mask.dtype}")
+    try:
+        full = torch.broadcast_shapes(mask.shape, (n_q, n_k))
+    except RuntimeError:
+        full = None
+    if full != torch.Size((n_q, n_k)):
+        raise ValueError(f"mask has shape {shape_str(mask.shape)}, which does not broadcast to the "
+                         f"weights' shape ({n_q}, {n_k}) (n_q, n_k)")
+
+
 def _pool(weights: Tensor, values: Tensor, return_weights: bool) -> Tensor | tuple[Tensor, Tensor]:
     """López et al. (Attention Mechanisms) eq. 2: ``Σ_i α(q, k_i) v_i`` for every query at once."""
     out = weights @ values  # (n_q,) or (n_q, d_v)
@@ -126,6 +150,8 @@ def nadaraya_watson(
     kernel: str | Kernel = "gaussian",
     bandwidth: float | Tensor = 1.0,
     return_weights: bool = False,
+    *,
+    mask: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Nadaraya–Watson kernel regression as attention pooling (López et al. (Attention Mechanisms), eqs. 2–3).
 
@@ -145,6 +171,9 @@ def nadaraya_watson(
             maps scaled distances ``u ≥ 0`` to non-negative weights of the same shape.
         bandwidth: ``h > 0``; a float, or a 0-d tensor to learn it by gradient descent.
         return_weights: also return the weights ``(n_q, n_k)``.
+        mask: optional boolean ``(n_q, n_k)`` (or broadcastable), ``True`` where a key may be
+            used (docs/design.md's convention); blocked keys get weight 0, e.g.
+            :func:`leave_one_out_mask` to predict each training value from the others.
 
     Returns:
         ``(n_q,)`` or ``(n_q, d_v)`` pooled values, or ``(output, weights)``.
@@ -152,10 +181,11 @@ def nadaraya_watson(
     q, k = _check_database(queries, keys, values)  # (n_q, d), (n_k, d)
     check_positive("bandwidth", bandwidth)
     kernel_fn = _resolve_kernel(kernel)
+    _check_pooling_mask(mask, q.shape[0], k.shape[0])
     diff = q[:, None, :] - k[None, :, :]  # (n_q, n_k, d)
     if kernel_fn is gaussian_kernel:
         scores = -(diff * diff).sum(-1) / (2 * bandwidth**2)  # (n_q, n_k)
-        return _pool(torch.softmax(scores, dim=-1), values, return_weights)
+        return _pool(masked_softmax(scores, mask), values, return_weights)
     u = torch.linalg.vector_norm(diff, dim=-1) / bandwidth  # (n_q, n_k)
     raw = kernel_fn(u)  # (n_q, n_k)
     if not isinstance(raw, Tensor) or raw.shape != u.shape:
@@ -163,6 +193,8 @@ def nadaraya_watson(
         raise ValueError(f"kernel must return a tensor of shape {shape_str(u.shape)}, got {got}")
     if (raw < 0).any():
         raise ValueError("kernel must return non-negative weights, got a negative value")
+    if mask is not None:
+        raw = torch.where(mask, raw, torch.zeros_like(raw))  # (n_q, n_k): blocked keys weigh 0
     total = raw.sum(-1, keepdim=True)  # (n_q, 1)
     weights = raw / torch.where(total > 0, total, torch.ones_like(total))  # (n_q, n_k)
     return _pool(weights, values, return_weights)
@@ -231,3 +263,96 @@ def database_lookup(
                          f"{float(nearest[missing]):.3g}")
     weights = torch.zeros_like(dist).scatter_(-1, index[:, None], 1.0)  # (n_q, n_k)
     return _pool(weights, values, return_weights)
+
+
+def leave_one_out_mask(n: int, device: torch.device | None = None) -> Tensor:
+    """``(n, n)`` boolean mask, ``True`` off the diagonal: query ``i`` may use every key but its
+    own, so each database value is predicted from the other ``n − 1`` pairs."""
+    check_positive("n", n)
+    return ~torch.eye(n, dtype=torch.bool, device=device)  # (n, n)
+
+
+class ParametricAttentionPooling(nn.Module):
+    """Nadaraya–Watson attention pooling whose bandwidth is learned (López et al. (Attention
+    Mechanisms), eq. 2 with kernel weights; Zhang et al., *Dive into Deep Learning*, §11.2).
+
+    The weight of key ``k_i`` for query ``q`` is ``K(‖q − k_i‖ / h) / Σ_j K(‖q − k_j‖ / h)``
+    with ``h = exp(w)``: the parameter is ``w = log h``, so every gradient step keeps ``h > 0``.
+    The kernel must be differentiable in ``h`` (Gaussian or Epanechnikov; the boxcar's weights
+    are piecewise constant in ``h``, so their gradient is 0 almost everywhere).
+
+    Shapes as :func:`nadaraya_watson`: ``queries (n_q,) | (n_q, d)``, ``keys (n_k,) | (n_k, d)``,
+    ``values (n_k,) | (n_k, d_v)`` → ``(n_q,) | (n_q, d_v)``. ``dtype`` is the parameter's
+    (default: torch's default dtype); give the data's, e.g. ``torch.float64``, so that
+    ``log h`` is not rounded to float32.
+    """
+
+    def __init__(self, kernel: str = "gaussian", bandwidth: float = 1.0, *,
+                 dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        if kernel not in ("gaussian", "epanechnikov"):
+            raise ValueError(f"kernel must be 'gaussian' or 'epanechnikov' (differentiable in the "
+                             f"bandwidth), got {kernel!r}")
+        check_positive("bandwidth", bandwidth)
+        self.kernel = kernel
+        self.log_bandwidth = nn.Parameter(torch.tensor(math.log(bandwidth), dtype=dtype))  # w = log h
+
+    @property
+    def bandwidth(self) -> Tensor:
+        """``h = exp(w)``, a 0-d tensor (differentiable)."""
+        return self.log_bandwidth.exp()
+
+    def forward(
+        self, queries: Tensor, keys: Tensor, values: Tensor, *, mask: Tensor | None = None,
+        return_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        return nadaraya_watson(queries, keys, values, self.kernel, self.bandwidth,
+                               return_weights, mask=mask)
+
+    def leave_one_out_loss(self, keys: Tensor, values: Tensor) -> Tensor:
+        """Mean squared error of each ``v_i`` predicted from the other pairs (a 0-d tensor)."""
+        pred = self(keys, keys, values, mask=leave_one_out_mask(keys.shape[0], keys.device))
+        return ((pred - values) ** 2).mean()  # pred: (n_k,) or (n_k, d_v)
+
+
+def fit_bandwidth(
+    keys: Tensor,
+    values: Tensor,
+    *,
+    kernel: str = "gaussian",
+    bandwidth: float = 1.0,
+    steps: int = 200,
+    lr: float = 0.05,
+) -> tuple[ParametricAttentionPooling, list[float]]:
+    """Learn the bandwidth of :class:`ParametricAttentionPooling` on a database by gradient
+    descent (Adam on ``w = log h``, full batch) on its leave-one-out squared error.
+
+    Leaving each pair out is what makes the fit meaningful: with its own key in the database a
+    query is matched best by ``h → 0`` (it returns its own value: the training error is 0).
+
+    Args:
+        keys: ``(m,)`` or ``(m, d)``, at least 2.
+        values: ``(m,)`` or ``(m, d_v)``.
+        kernel: ``"gaussian"`` or ``"epanechnikov"``.
+        bandwidth: the starting ``h``.
+        steps: gradient steps.
+        lr: Adam's learning rate on ``log h``.
+
+    Returns:
+        the trained module (in ``keys``' dtype) and the leave-one-out loss before each step.
+    """
+    _check_database(keys, keys, values)
+    if keys.shape[0] < 2:
+        raise ValueError(f"keys must hold at least 2 pairs to leave one out, got {keys.shape[0]}")
+    check_positive("steps", steps)
+    check_positive("lr", lr)
+    model = ParametricAttentionPooling(kernel, bandwidth, dtype=keys.dtype).to(keys.device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = model.leave_one_out_loss(keys, values)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return model, losses

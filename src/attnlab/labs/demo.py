@@ -47,12 +47,19 @@ def run_translation_demo(out_dir: str | Path = DEFAULT_OUT, data_dir: str | None
 
 
 def run_pooling_demo(out_dir: str | Path = DEFAULT_OUT) -> Path:
-    """Run the attention-pooling demo into ``out_dir``; print and return the picture's path."""
+    """Run the attention-pooling lab (:mod:`attnlab.labs.pooling`) into ``out_dir``: print its
+    report, write ``report.md``; return the path of the fits picture."""
     from attnlab.labs import pooling
+    from attnlab.labs.report import LabOptions
 
     print("Attention pooling (Nadaraya-Watson kernel regression), López et al. (Attention Mechanisms):\n")
-    picture = pooling.run(out_dir).resolve()
-    print(f"\npicture: {picture}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = pooling.run(out_dir, LabOptions())
+    print(report.markdown())
+    print(f"report: {report.write(out_dir).resolve()}")
+    picture = report.figures[0].resolve()
+    print(f"picture: {picture}")
     return picture
 
 

@@ -17,6 +17,7 @@ draws its memory access (:func:`draw_memory_access`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections.abc import Callable, Iterator, Mapping
@@ -41,17 +42,19 @@ VAL_BATCH = 10  # sequences per validation / test batch (one length each)
 
 def draw_episode(
     data: AlgorithmicData, batch: int, generator: torch.Generator, *,
-    length: int | None = None, repeats: int | None = None,
+    length: int | None = None, repeats: int | None = None, limits: tuple[int, int] | None = None,
 ) -> Episode:
     """``batch`` sequences of the recipe's task; ``length`` (and ``repeats``) drawn uniformly
-    from the training range when not given."""
+    from the training range when not given, capped by ``limits = (max_length, max_repeats)``
+    (the curriculum's range, :meth:`AlgorithmicData.range_at`) when given."""
     draw = random.Random(int(torch.randint(0, 2**31, (1,), generator=generator)))
-    length = length if length is not None else draw.randint(data.min_length, data.max_length)
+    max_length, max_repeats = limits or (data.max_length, data.max_repeats)
+    length = length if length is not None else draw.randint(data.min_length, max_length)
     make = TASKS[data.task]
     if data.task == "copy":
         return make(batch, length, bits=data.bits, generator=generator)
     if data.task == "repeat_copy":
-        repeats = repeats if repeats is not None else draw.randint(data.min_repeats, data.max_repeats)
+        repeats = repeats if repeats is not None else draw.randint(data.min_repeats, max_repeats)
         return make(batch, length, repeats, bits=data.bits, max_repeats=data.max_repeats, generator=generator)
     if data.task == "associative_recall":
         return make(batch, length, item_length=data.item_length, bits=data.bits, generator=generator)
@@ -61,12 +64,12 @@ def draw_episode(
 
 def train_episodes(data: AlgorithmicData) -> Callable[[int], Iterator[Episode]]:
     """``train_data(epoch)`` for the Trainer: an endless stream seeded by ``(seed, epoch)``, so
-    a resumed run replays it."""
+    a resumed run replays it (the curriculum counts the batches drawn, so it replays too)."""
 
     def epoch_batches(epoch: int) -> Iterator[Episode]:
         generator = torch.Generator().manual_seed(data.seed * 1_000_003 + epoch)
-        while True:
-            yield draw_episode(data, data.batch_size, generator)
+        for batch in itertools.count():
+            yield draw_episode(data, data.batch_size, generator, limits=data.range_at(batch))
 
     return epoch_batches
 

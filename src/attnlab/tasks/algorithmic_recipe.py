@@ -15,6 +15,7 @@ the shape of every recipe: :mod:`attnlab.tasks.recipe`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,12 @@ from attnlab.validation import check_choice, check_positive
 class AlgorithmicData:
     """``[data]``: which task, its sizes and the training range. For associative recall the
     lengths count items (the paper trains on 2-6); for priority sort ``keep`` of ``length``
-    vectors come out (default: all)."""
+    vectors come out (default: all).
+
+    ``curriculum_steps = N > 0`` widens the training range step by step: batch ``i`` draws its
+    length from ``min_length`` up to ``min_length + ⌈(max_length − min_length) · (i + 1) / N⌉`` (the
+    repeats likewise), the full range from batch ``N`` on — the "naive" curriculum of Zaremba &
+    Sutskever (2014), "Learning to Execute". 0 (the default) trains on the full range at once."""
 
     task: str = "copy"
     bits: int = 8
@@ -41,6 +47,7 @@ class AlgorithmicData:
     keep: int | None = None
     batch_size: int = 1
     seed: int = 0
+    curriculum_steps: int = 0
 
     def __post_init__(self) -> None:
         check_choice("data.task", self.task, tuple(TASKS))
@@ -56,8 +63,18 @@ class AlgorithmicData:
             raise ValueError(
                 f"data.min_length counts items for associative_recall: at least 2, got {self.min_length}"
             )
+        if self.curriculum_steps < 0:
+            raise ValueError(f"data.curriculum_steps must be >= 0, got {self.curriculum_steps}")
         if self.keep is not None and self.keep > self.min_length:
             raise ValueError(f"data.keep must be <= data.min_length ({self.min_length}), got {self.keep}")
+
+    def range_at(self, batch: int) -> tuple[int, int]:
+        """``(max_length, max_repeats)`` for training batch ``batch`` (0-based) under the curriculum."""
+        if self.curriculum_steps == 0 or batch >= self.curriculum_steps:
+            return self.max_length, self.max_repeats
+        share = (batch + 1) / self.curriculum_steps
+        return (self.min_length + math.ceil((self.max_length - self.min_length) * share),
+                self.min_repeats + math.ceil((self.max_repeats - self.min_repeats) * share))
 
     def stored_vectors(self, length: int) -> int:
         """How many vectors an episode of ``length`` asks the machine to hold at once."""
