@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export ATTNLAB_DATA ?= $(abspath ../shared/data)
 
-.PHONY: demo test test-slow bench lint install install-test data-kjv clean
+.PHONY: demo test test-slow bench lint install install-test data-kjv browser clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,15 @@ data-kjv:
 	@if dpkg -s sword-text-kjv >/dev/null 2>&1; then echo "sword-text-kjv is installed"; \
 	else echo "+ apt-get install -y --no-install-recommends sword-text-kjv"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends sword-text-kjv; fi
+
+# Optional: headless Chromium and its driver (Debian's chromium, chromium-driver; as root) for the
+# attention explorer's browser test; without them that test skips and names this target.
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+	  echo "chromium and chromedriver are installed"; \
+	else echo "+ apt-get install -y --no-install-recommends chromium chromium-driver"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium chromium-driver; fi
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache runs

@@ -14,9 +14,9 @@ Shapes: B=4, H=8, d_h=64 (d_model=512). Tables, printed as Markdown:
 (e) the dropout pitfall: on CPU, dropout > 0 sends the fused call to PyTorch's O(n²) math path.
 
 "ratio" = attnlab time / torch time, the median of per-round ratios of interleaved
-measurements (see ``_timing.py``); <= 1.0 means attnlab is at least as fast. "fwd" runs under
+measurements (see ``attnlab.measure.timing``); <= 1.0 means attnlab is at least as fast. "fwd" runs under
 ``torch.no_grad()``; "fwd+bwd" is forward plus ``torch.autograd.grad`` of every input (and
-parameter). Memory is the peak RSS increase during one call (see ``_timing.py``), in MiB.
+parameter). Memory is the peak RSS increase during one call (see ``attnlab.measure.timing``), in MiB.
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _machine  # noqa: E402
-import _timing  # noqa: E402
-
 from attnlab.attention.core import scaled_dot_product_attention  # noqa: E402
 from attnlab.attention.multihead import MultiHeadAttention  # noqa: E402
+from attnlab.measure import machine as _machine  # noqa: E402
+from attnlab.measure import timing as _timing  # noqa: E402
 
 B, H, D_HEAD = 4, 8, 64
 D_MODEL = H * D_HEAD
@@ -295,7 +294,7 @@ def dropout_table(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.manual_seed(0)
-    if args.memory_child:  # (d) in a fresh process whose malloc is pinned: see _timing.py
+    if args.memory_child:  # (d) in a fresh process whose malloc is pinned: see attnlab.measure.timing
         memory_table(args)
         return
     print(_machine.header() + "\n", flush=True)

@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import _machine  # noqa: E402
 from _figures import line_chart  # noqa: E402
 
+from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.tasks import load_recipe, train  # noqa: E402
 from attnlab.training.metrics import read_metrics  # noqa: E402
 

@@ -20,7 +20,7 @@ without it. A random model never emits eos, so every sentence runs the full 30 s
 ratio is the per-step cost at that length; a trained model stops earlier (beam search once 5
 hypotheses end), which changes the absolute times but not the comparison much.
 
-Times are medians of interleaved rounds (``_timing.py``); the ratio is the median of the
+Times are medians of interleaved rounds (``attnlab.measure.timing``); the ratio is the median of the
 per-round ratios. Other jobs share the 2 cores, so single times are noisy; the ratios less so.
 One torch thread by default: on 2 cores that other processes keep busy, a 2-thread OpenMP
 region waits at every barrier for the preempted core, and a cached decoding step (many small
@@ -39,10 +39,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _machine  # noqa: E402
-import _timing  # noqa: E402
-
 from attnlab.generation import beam_search, greedy_search, sample  # noqa: E402
+from attnlab.measure import machine as _machine  # noqa: E402
+from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig  # noqa: E402  # noqa: E402
 
 BOS, EOS = 1, 2

@@ -33,10 +33,9 @@ import torch
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _machine  # noqa: E402
-import _timing  # noqa: E402
-
 from attnlab.interop import from_torch  # noqa: E402
+from attnlab.measure import machine as _machine  # noqa: E402
+from attnlab.measure import timing as _timing  # noqa: E402
 
 D_MODEL, HEADS, LAYERS, D_FF, BATCH, SEQ = 512, 8, 6, 2048, 16, 64
 

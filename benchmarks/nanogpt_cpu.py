@@ -47,9 +47,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _machine  # noqa: E402
-
 from attnlab.data import load_tinyshakespeare
+from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.tasks import load_recipe
 from attnlab.tasks import train as attnlab_train
 

@@ -30,10 +30,9 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import _machine  # noqa: E402
-import _timing  # noqa: E402
-
 from attnlab.data import TokenBatchSampler, TranslationDataset, load_multi30k, train_bpe  # noqa: E402
+from attnlab.measure import machine as _machine  # noqa: E402
+from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.runtime import keep_freed_memory  # noqa: E402
 from attnlab.tasks import load_recipe  # noqa: E402
 from attnlab.tasks.translation_recipe import TranslationRecipe  # noqa: E402

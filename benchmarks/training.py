@@ -44,11 +44,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _machine  # noqa: E402
-import _timing  # noqa: E402
-
 from attnlab.config import load_toml  # noqa: E402
 from attnlab.data import TokenBatchSampler, TranslationDataset, load_multi30k, train_bpe  # noqa: E402
+from attnlab.measure import machine as _machine  # noqa: E402
+from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.models import Transformer  # noqa: E402
 from attnlab.runtime import keep_freed_memory  # noqa: E402
 from attnlab.tasks.translation_recipe import TranslationRecipe  # noqa: E402

@@ -13,6 +13,8 @@ SIGTERM 143 (a training run saves a resumable checkpoint first).
     attnlab plot-alignment CHECKPOINT --src "Ein Hund läuft." [--out alignment.png]
     attnlab caption CHECKPOINT image.png [--attention out.png]
     attnlab lab [NAME | all] [--out DIR] [--quick]
+    attnlab serve [--translator CKPT] [--gpt CKPT] [--bert DIR] [--host 127.0.0.1 --port 8000]
+    attnlab export-html [--translator CKPT] [--gpt CKPT] [--bert DIR] [--out explorer.html]
     attnlab demo
 """
 
@@ -151,6 +153,18 @@ def _lab_args(p: argparse.ArgumentParser) -> None:
     add_arguments(p)
 
 
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    from attnlab.explorer.commands import add_serve_arguments
+
+    add_serve_arguments(p)
+
+
+def _export_html_args(p: argparse.ArgumentParser) -> None:
+    from attnlab.explorer.commands import add_export_arguments
+
+    add_export_arguments(p)
+
+
 def _demo_args(p: argparse.ArgumentParser) -> None:
     from attnlab.labs.demo import add_arguments
 
@@ -174,6 +188,10 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
                 "attnlab.tasks.commands:caption", _caption_args),
     "lab": ("list the lecture labs, or run one (or all) into PNGs and a Markdown report",
             "attnlab.labs.registry:cli", _lab_args),
+    "serve": ("the attention explorer: a web page and JSON API over a translator, a GPT and MiniLM",
+              "attnlab.explorer.commands:serve", _serve_args),
+    "export-html": ("write the explorer's views into one offline HTML file (no server needed)",
+                    "attnlab.explorer.commands:export_html", _export_html_args),
     "demo": ("train the demo translator (or --pooling) and save its pictures",
              "attnlab.labs.demo:cli", _demo_args),
 }

@@ -37,7 +37,6 @@ from attnlab.labs.complexity_decoding import (
 )
 from attnlab.labs.complexity_measure import (
     LayerMeasurements,
-    benchmark_module,
     build_layers,
     fit_exponent,
     measure,
@@ -52,6 +51,7 @@ from attnlab.labs.complexity_translator import (
     translator_costs,
 )
 from attnlab.labs.report import LabOptions, LabReport
+from attnlab.measure import machine
 
 TITLE = "Cost of attention, recurrence and convolution: the decks' tables beside this CPU"
 SOURCE = ('Hasegawa-Johnson (ECE 417 Lecture 21), "Why Self-Attention?"; Ba (CSC413 Lecture 8), '
@@ -133,7 +133,6 @@ def _load() -> str:
 
 
 def _machine(report: LabReport, quick: bool) -> None:
-    machine = benchmark_module("_machine")
     cpu = machine.cpu_model()
     report.number("machine.cpu", cpu)
     report.number("machine.threads", torch.get_num_threads())

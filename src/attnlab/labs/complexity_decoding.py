@@ -23,7 +23,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attnlab.analysis import decoding_flops
 from attnlab.generation import greedy_search
-from attnlab.labs.complexity_measure import benchmark_module
+from attnlab.measure import timing
 from attnlab.models import GPT, GPTConfig
 
 PROMPT_LEN = 4
@@ -67,7 +67,6 @@ def measure_decoding(
     ``lengths``, cached and recomputed: counted and predicted FLOPs, time, same tokens."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    timing = benchmark_module("_timing")
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, model.config.vocab_size, (1, PROMPT_LEN), generator=gen)  # (1, P)
     result = DecodingMeasurements(list(lengths))

@@ -8,11 +8,11 @@ Hasegawa-Johnson (ECE 417 Lecture 21), "Why Self-Attention?" and Ba (CSC413 Lect
   PyTorch's math attention backend, whose products the counter sees (it does not count the
   fused CPU kernel): deterministic, so their exponents are exact.
 * **time** — forward seconds without gradients, the median of interleaved rounds
-  (``benchmarks/_timing.py``), one thread unless told otherwise.
+  (:mod:`attnlab.measure.timing`), one thread unless told otherwise.
 * **activation memory** — bytes of the tensors a layer keeps for its backward pass (the input
   included, parameters not): Ba's "training memory", deterministic.
 * **peak memory** — the peak of tensor storage during a forward pass without gradients, above
-  the input (the profiler's allocation trace, ``benchmarks/_timing.py``): the "test memory".
+  the input (the profiler's allocation trace, :mod:`attnlab.measure.timing`): the "test memory".
 * **sequential steps** — the longest chain of matrix products in the autograd graph each of
   which needs the one before: n for a recurrent layer, a constant for the others.
 * **path length** — layers stacked until output position n − 1 depends on input 0, found by
@@ -21,13 +21,9 @@ Hasegawa-Johnson (ECE 417 Lecture 21), "Why Self-Attention?" and Ba (CSC413 Lect
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 
 import torch
 import torch.nn.functional as F
@@ -36,24 +32,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attnlab.attention.core import scaled_dot_product_attention
 from attnlab.attention.multihead import MultiHeadAttention
-from attnlab.labs.registry import LabUnavailable
+from attnlab.measure import timing
 
 Forward = Callable[[Tensor], Tensor]
 PRODUCTS = {"MmBackward0", "AddmmBackward0", "BmmBackward0", "BaddbmmBackward0", "ConvolutionBackward0"}
 """Autograd nodes of matrix products (a convolution is one product of unfolded windows)."""
-
-
-@functools.cache
-def benchmark_module(name: str) -> ModuleType:
-    """``benchmarks/NAME.py`` of the source checkout: the machine header and timing helpers every
-    benchmark prints and uses (``_machine``, ``_timing``), shared rather than copied."""
-    path = Path(__file__).resolve().parents[3] / "benchmarks" / f"{name}.py"
-    if not path.is_file():
-        raise LabUnavailable(f"lab complexity needs {path} (run it from attnlab's source checkout)")
-    spec = importlib.util.spec_from_file_location(f"attnlab_benchmarks_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def fit_exponent(ns: Sequence[float], values: Sequence[float]) -> float:
@@ -219,7 +202,6 @@ def measure(
     one sequence ``(1, n, d)``."""
     from tqdm.auto import tqdm
 
-    timing = benchmark_module("_timing")
     inputs = {n: torch.randn(1, n, d, generator=torch.Generator().manual_seed(n)) for n in ns}
     results = [LayerMeasurements(layer, list(ns)) for layer in layers]
     for result in tqdm(results, desc="counting", disable=not progress):

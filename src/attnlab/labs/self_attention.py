@@ -29,6 +29,7 @@ from torch import Tensor
 from attnlab.attention.core import scaled_dot_product_attention, self_attention
 from attnlab.attention.scoring import dot_score
 from attnlab.labs.minilm import EncodedSentence, encode_sentence, load_minilm
+from attnlab.labs.pattern_scores import row_entropy
 from attnlab.labs.report import LabOptions, LabReport
 
 __all__ = [
@@ -52,14 +53,6 @@ def untrained_self_attention(x: Tensor, scale: float = 1.0) -> tuple[Tensor, Ten
     if scale == 1.0:
         out = self_attention(x)  # (n, d), the slide's formula line by line
     return out, weights
-
-
-def row_entropy(weights: Tensor) -> Tensor:
-    """Entropy ``−Σ_j a_ij log a_ij`` (nats) of each row of ``weights`` ``(..., n_k)`` → ``(...)``.
-
-    ``log n_k`` for uniform rows, 0 for one-hot rows.
-    """
-    return torch.special.entr(weights).sum(dim=-1)
 
 
 @dataclass

