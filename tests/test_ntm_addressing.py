@@ -118,6 +118,21 @@ def test_sharpen_has_finite_gradients_at_zero_weights():
     assert torch.isfinite(w.grad).all() and torch.isfinite(gamma.grad).all()
 
 
+def test_sharpen_of_a_flat_weighting_with_a_large_gamma_stays_a_distribution():
+    # float32 as in training: (1/128)^25 underflows to 0 for every location, so w^γ / Σ w^γ would
+    # be 0 / 0 (the NaN that stopped a repeat-copy run at step 7,768); the log-space form is exact.
+    w = torch.softmax(0.1 * torch.randn(2, 1, 128, generator=torch.Generator().manual_seed(0)), -1)
+    w.requires_grad_(True)
+    gamma = torch.tensor([[21.0], [60.0]], requires_grad=True)
+    sharp = sharpen(w, gamma)
+    assert torch.isfinite(sharp).all()
+    torch.testing.assert_close(sharp.sum(-1), torch.ones(2, 1))
+    expected = w.double() ** gamma.double()[..., None]
+    torch.testing.assert_close(sharp.double(), expected / expected.sum(-1, keepdim=True), atol=1e-5, rtol=1e-4)
+    (sharp * torch.arange(128)).sum().backward()
+    assert torch.isfinite(w.grad).all() and torch.isfinite(gamma.grad).all()
+
+
 def test_erase_with_one_and_one_hot_weighting_clears_exactly_one_row():
     memory = torch.randn(B, N, M)
     w = torch.zeros(B, 1, N)

@@ -97,12 +97,13 @@ def sharpen(weights: Tensor, gamma: Tensor, eps: float = 1e-12) -> Tensor:
     """Sharpening (eq. 9): ``w_i = w̃_i^γ / Σ_j w̃_j^γ`` with ``γ ≥ 1``.
 
     ``weights (B, H, N)``, ``gamma (B, H)`` → ``(B, H, N)``. Computed as
-    ``exp(γ log(w̃ + eps))`` so a weight of exactly 0 has finite gradients (``0^γ log 0`` would
-    be NaN); ``γ = 1`` returns the weights (to within ``eps``).
+    ``softmax_i(γ log(w̃_i + eps))``, the same quotient in log space: a weight of exactly 0 has
+    finite gradients (``0^γ log 0`` would be NaN), and a large γ on a flat weighting cannot
+    underflow every power to 0 (``(1/128)^21`` is below float32's range, and ``0 / 0`` is NaN);
+    ``γ = 1`` returns the weights (to within ``eps``).
     """
     _check_heads("gamma", gamma, tuple(weights.shape[:2]), None)
-    powered = torch.exp(gamma.unsqueeze(-1) * torch.log(weights + eps))
-    return powered / powered.sum(-1, keepdim=True)
+    return torch.softmax(gamma.unsqueeze(-1) * torch.log(weights + eps), dim=-1)
 
 
 def address(
