@@ -67,7 +67,7 @@ def test_curriculum_widens_the_range_batch_by_batch():
     for batch in range(4):
         episode = next(stream)
         answer = int(episode.mask[0].sum()) - 1  # length · repeats, then the end marker
-        length = int((episode.inputs.shape[1] - 1 - answer - 1))
+        length = episode.inputs.shape[1] - 1 - answer - 1
         cap_length, cap_repeats = data.range_at(batch)
         assert 1 <= length <= cap_length and answer // length <= cap_repeats
     off = AlgorithmicData(task="copy", max_length=7)

@@ -153,6 +153,19 @@ def test_a_defect_is_one_line_and_debug_shows_the_traceback(monkeypatch, capsys)
         main(["plot", "r", "--debug"])
 
 
+def test_a_diverged_run_is_an_error_not_a_defect(monkeypatch, capsys):
+    import attnlab.tasks.commands as commands
+    from attnlab.training.config import NonFiniteLossError
+
+    def diverges(args):
+        raise NonFiniteLossError("gradient norm became nan at step 7; the last good checkpoint is X")
+
+    monkeypatch.setattr(commands, "train", diverges)
+    assert main(["train", "--config", "c.toml"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "attnlab train: error: gradient norm became nan at step 7; the last good checkpoint is X"
+
+
 @pytest.mark.parametrize(
     ("raised", "code", "name"), [(KeyboardInterrupt, 130, "SIGINT"), (None, 143, "SIGTERM")]
 )

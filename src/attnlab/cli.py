@@ -2,8 +2,8 @@
 
 Every subcommand takes ``--threads N`` (default: ``$OMP_NUM_THREADS``, else every core) and
 ``--debug`` (show the traceback of an error instead of its one line; also ``ATTNLAB_DEBUG=1``).
-Errors print one line, ``attnlab COMMAND: error: ...``, and exit 2; Ctrl-C exits 130 and
-SIGTERM 143 (a training run saves a resumable checkpoint first).
+Errors print one line, ``attnlab COMMAND: error: ...``, and exit 2 (a run whose loss became
+NaN: 1); Ctrl-C exits 130 and SIGTERM 143 (a training run saves a resumable checkpoint first).
 
     attnlab train --config configs/multi30k_de_en.toml [key=value ...]
     attnlab translate CHECKPOINT [--beam 5] < in.txt > out.txt
@@ -226,6 +226,13 @@ def describe_error(err: BaseException) -> str:
     return str(err) or type(err).__name__
 
 
+def _diverged(err: BaseException) -> bool:
+    """A training run whose loss became NaN or inf (imported only on this error path)."""
+    from attnlab.training.config import NonFiniteLossError
+
+    return isinstance(err, NonFiniteLossError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -254,6 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # a defect in attnlab: one line, the traceback with --debug
         if debug:
             raise
+        if _diverged(err):  # not a defect: the run says where its last good checkpoint is
+            print(f"{where}: error: {err}", file=sys.stderr)
+            return 1
         print(f"{where}: internal error: {type(err).__name__}: {err} (rerun with --debug for the "
               f"traceback, and please report it)", file=sys.stderr)
         return 1
