@@ -1,12 +1,11 @@
-"""Runnable lecture figures: each lab shows one idea of the lectures on real data or real
-weights and saves its pictures.
+"""Runnable lecture figures: each lab shows one idea of the decks on real data or real weights,
+saves its pictures and writes a short report with its numbers beside the slides'.
 
-* :mod:`~attnlab.labs.demo` — ``make demo`` / ``attnlab demo``: a German→English translator
-  trained from scratch on Multi30k, its BLEU, samples and cross-attention picture (Ba (CSC413
-  Lecture 8), "Transformer Machine Translation")
-* :mod:`~attnlab.labs.pooling` — attention pooling as kernel regression (López et al.
-  (Attention Mechanisms), "Queries, Keys and Values")
+``attnlab lab`` lists them, ``attnlab lab NAME`` runs one and ``attnlab lab all`` every one
+(:mod:`~attnlab.labs.registry`). A lab module has ``TITLE``, ``SOURCE`` and
+``run(out_dir, options: LabOptions) -> LabReport`` (:mod:`~attnlab.labs.report`); the README
+and docs/lectures.md list the twelve and what each shows. :mod:`~attnlab.labs.demo` is
+``make demo``: a German→English translator trained from scratch on Multi30k.
 
-Each lab module has ``run(out_dir) -> Path`` that prints a short report and saves a figure.
-Modules are imported on demand (they pull in matplotlib).
+Modules are imported on demand (they pull in matplotlib, and some a pretrained encoder).
 """
