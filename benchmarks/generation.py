@@ -1,7 +1,9 @@
-"""Decoding cost: sampling with vs without the KV cache (issue 5), beam-5 vs greedy (issue 4).
+"""Decoding cost: sampling with vs without the KV cache (issue 5), beam-5 vs greedy (issue 4),
+greedy decoding vs a minimal preallocated KV cache (issue 19).
 
-    .venv/bin/python benchmarks/generation.py            # ~3 min on 2 loaded cores
+    .venv/bin/python benchmarks/generation.py            # ~4 min on 2 loaded cores
     .venv/bin/python benchmarks/generation.py --quick    # fewer tokens and sentences
+    .venv/bin/python benchmarks/generation.py --only c   # one table
 
 (a) KV cache. A GPT of nanoGPT's CPU size (4 layers, 4 heads, d = 128, vocabulary 65 as
 tinyshakespeare's characters) samples 500 new tokens after a 256-token prompt, with
@@ -20,6 +22,14 @@ without it. A random model never emits eos, so every sentence runs the full 30 s
 ratio is the per-step cost at that length; a trained model stops earlier (beam search once 5
 hypotheses end), which changes the absolute times but not the comparison much.
 
+(c) Issue 19: greedy decoding of the issue's GPT (10.8 M: d = 384, 6 layers, 6 heads,
+vocabulary 65, learned positions, ``block_size`` 272 so the window never slides), prompt 16 +
+256 new tokens, batch 1 and 8: attnlab's ``greedy_search`` against :func:`minimal_greedy`, a
+minimal plain-PyTorch decoder over the same weights with a preallocated KV cache written in
+place. Both must emit the same tokens; the ratio (target ≥ 1.0×) is the median of per-round
+ratios of the minimal's time to attnlab's, so it reads as attnlab's speed relative to the
+minimal's.
+
 Times are medians of interleaved rounds (``attnlab.measure.timing``); the ratio is the median of the
 per-round ratios. Other jobs share the 2 cores, so single times are noisy; the ratios less so.
 One torch thread by default: on 2 cores that other processes keep busy, a 2-thread OpenMP
@@ -37,12 +47,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attnlab.generation import beam_search, greedy_search, sample  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
-from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig  # noqa: E402  # noqa: E402
+from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig  # noqa: E402
 
 BOS, EOS = 1, 2
 
@@ -55,11 +66,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--new-tokens", type=int, help="tokens sampled in (a) (default 500)")
     p.add_argument("--sentences", type=int, help="batch of sources in (b) (default 64)")
     p.add_argument("--max-len", type=int, default=30, help="decoding steps in (b)")
+    p.add_argument("--gpt-tokens", type=int, help="new tokens in (c) (default 256; quick 64)")
+    p.add_argument("--only", choices=("a", "b", "c"), help="run one table")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: see doc)")
     args = p.parse_args(argv)
     args.rounds = args.rounds or (2 if args.quick else 3)
     args.new_tokens = args.new_tokens or (100 if args.quick else 500)
     args.sentences = args.sentences or (16 if args.quick else 64)
+    args.gpt_tokens = args.gpt_tokens or (64 if args.quick else 256)
     return args
 
 
@@ -102,6 +116,71 @@ def cache_table(args: argparse.Namespace) -> None:
          "speed-up", "same tokens"], rows)
 
 
+def minimal_greedy(model: GPT, prompt: torch.Tensor, new_tokens: int) -> list[list[int]]:
+    """The reference: greedy decoding of ``model``'s weights in plain PyTorch (issue 19).
+
+    Pre-LN GPT with learned positions, GELU and a tied head, as ``nn.TransformerEncoderLayer``
+    code would run it: per-layer key/value buffers ``(B, H, T_max, d_h)`` allocated once and
+    written in place, ``F.scaled_dot_product_attention`` over the filled prefix, one
+    ``argmax`` a step; no argument checks, no window, no eos. Returns the new ids of each row.
+    """
+    c, (b, n) = model.config, prompt.shape
+    h, d_h, t_max = c.num_heads, c.d_model // c.num_heads, n + new_tokens
+    layers = [(layer.norm1, layer.self_attn, layer.norm2, layer.ffn) for layer in model.decoder.layers]
+    kv = torch.empty(len(layers), 2, b, h, t_max, d_h)
+    pos, final = model.pos.absolute.embedding.weight, model.decoder.norm
+
+    def norm(ln: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (c.d_model,), ln.weight, ln.bias, ln.eps)
+
+    def step(ids: torch.Tensor, at: int) -> torch.Tensor:  # ids (B, m) at positions at.. → (B, V)
+        m = ids.shape[1]
+        x = model.tok_embed.weight[ids] + pos[at : at + m]  # (B, m, d)
+        for i, (ln1, attn, ln2, ffn) in enumerate(layers):
+            qkv = F.linear(norm(ln1, x), attn.in_proj.weight, attn.in_proj.bias)  # (B, m, 3d)
+            q, k, v = qkv.view(b, m, 3, h, d_h).permute(2, 0, 3, 1, 4)  # 3 × (B, H, m, d_h)
+            kv[i, 0, :, :, at : at + m], kv[i, 1, :, :, at : at + m] = k, v
+            y = F.scaled_dot_product_attention(
+                q, kv[i, 0, :, :, : at + m], kv[i, 1, :, :, : at + m], is_causal=m > 1)
+            x = x + F.linear(y.transpose(1, 2).reshape(b, m, c.d_model), attn.out_proj.weight,
+                             attn.out_proj.bias)
+            hid = F.gelu(F.linear(norm(ln2, x), ffn.w1.weight, ffn.w1.bias))
+            x = x + F.linear(hid, ffn.w2.weight, ffn.w2.bias)
+        return F.linear(norm(final, x[:, -1]), model.head.weight)  # (B, V)
+
+    out = torch.empty(b, new_tokens, dtype=torch.long)
+    with torch.no_grad():
+        token = step(prompt, 0).argmax(-1)  # (B,)
+        for t in range(new_tokens):
+            out[:, t] = token
+            if t + 1 < new_tokens:
+                token = step(token[:, None], n + t).argmax(-1)
+    return out.tolist()
+
+
+def minimal_table(args: argparse.Namespace) -> None:
+    """attnlab's ``greedy_search`` vs :func:`minimal_greedy` on the issue's GPT (10.8 M)."""
+    n, new = 16, args.gpt_tokens
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=65, block_size=n + new, d_model=384, num_heads=6, num_layers=6,
+                       dropout=0.0)
+    model = GPT(config).eval()
+    rows = []
+    for batch in (1, 8):
+        prompt = torch.randint(0, 65, (batch, n))
+        fns = {"minimal": lambda p=prompt: minimal_greedy(model, p, new),
+               "attnlab": lambda p=prompt: greedy_search(model, prompt=p, max_new_tokens=new)}
+        if fns["minimal"]() != fns["attnlab"]():
+            raise SystemExit(f"batch {batch}: attnlab greedy_search and the minimal reference differ")
+        times = timed(fns, args.rounds)
+        rows.append([batch] + [f"{batch * new / _timing.median(times[k]):.0f}" for k in fns] + [
+            f"**{_timing.paired_ratio(times['minimal'], times['attnlab']):.2f}×**", "yes"])
+    print_table(
+        f"(c) greedy decoding, GPT 10.8 M (d 384, 6 layers, 6 heads, vocabulary 65), prompt {n} + "
+        f"{new} new, vs a minimal preallocated KV cache (target: ≥ 1.0×)",
+        ["batch", "minimal tok/s", "attnlab tok/s", "attnlab speed / minimal", "same tokens"], rows)
+
+
 def translation_table(args: argparse.Namespace) -> None:
     torch.manual_seed(0)
     config = TransformerConfig(src_vocab_size=8000, d_model=256, num_heads=4,
@@ -138,8 +217,9 @@ def main(argv: list[str] | None = None) -> None:
           f"{torch.backends.cpu.get_cpu_capability()}, {platform.machine()}, "
           f"{args.rounds} interleaved rounds after 1 warm-up call; float32, eval, no grad")
     start = time.perf_counter()
-    cache_table(args)
-    translation_table(args)
+    for name, table in (("a", cache_table), ("b", translation_table), ("c", minimal_table)):
+        if args.only in (None, name):
+            table(args)
     print(f"\n(total {time.perf_counter() - start:.0f} s)")
 
 

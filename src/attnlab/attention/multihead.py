@@ -12,8 +12,6 @@ Incremental decoding keeps the projected keys and values of earlier steps in a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -31,29 +29,74 @@ from attnlab.validation import (
 _CACHED: Tensor = torch.empty(0)  # sentinel: the cross-attention keys/values come from the cache
 
 
-@dataclass
 class KVCache:
     """Projected keys and values ``(B, H, n, d_h)`` of one attention layer.
 
-    Self-attention appends each step's keys/values; cross-attention (``static=True``) fills
-    the cache once from the encoder memory and reuses it for every decoding step.
+    Self-attention appends each step's keys/values into buffers ``(B, H, capacity, d_h)``
+    written in place (no ``torch.cat`` per step): the capacity at least doubles when it runs
+    out, so ``n`` decoding steps copy O(n) positions in all. :attr:`k` and :attr:`v` are views of
+    the ``n`` filled positions. Under autograd (keys that require grad) it concatenates instead,
+    so that earlier steps' saved keys are never written over. Cross-attention (``static=True``)
+    fills the cache once from the encoder memory (:meth:`fill`) and reuses it for every step.
     """
 
-    k: Tensor | None = None
-    v: Tensor | None = None
-    static: bool = False
+    MIN_CAPACITY = 32  # positions allocated at the first append (or more, if it brings more)
+
+    def __init__(self, k: Tensor | None = None, v: Tensor | None = None, static: bool = False) -> None:
+        self._k, self._v, self.static = k, v, static  # buffers (B, H, capacity, d_h)
+        self._n = 0 if k is None else k.shape[-2]
+
+    @property
+    def k(self) -> Tensor | None:
+        """Cached keys ``(B, H, n, d_h)`` (``None`` before the first step)."""
+        return self._filled(self._k)
+
+    @property
+    def v(self) -> Tensor | None:
+        """Cached values ``(B, H, n, d_h)`` (``None`` before the first step)."""
+        return self._filled(self._v)
+
+    def _filled(self, buffer: Tensor | None) -> Tensor | None:
+        if buffer is None or buffer.shape[-2] == self._n:
+            return buffer
+        return buffer.narrow(-2, 0, self._n)  # a view; cheaper than indexing with [..., :n, :]
+
+    @property
+    def batch_size(self) -> int | None:
+        """Rows ``B`` held (``None`` before the first step)."""
+        return None if self._k is None else self._k.shape[0]
 
     def __len__(self) -> int:
-        return 0 if self.k is None else self.k.shape[-2]
+        return self._n
+
+    def fill(self, k: Tensor, v: Tensor) -> None:
+        """Hold ``k``, ``v`` ``(B, H, n, d_h)`` as the static keys/values (cross-attention)."""
+        self._k, self._v, self._n, self.static = k, v, k.shape[-2], True
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Add this step's ``(B, H, n_new, d_h)`` keys/values; return all of them."""
-        if self.k is None:
-            self.k, self.v = k, v
-        else:
-            self.k = torch.cat([self.k, k], dim=-2)  # (B, H, n_old + n_new, d_h)
-            self.v = torch.cat([self.v, v], dim=-2)
-        return self.k, self.v
+        n, n_new = self._n, k.shape[-2]
+        if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):
+            if self._k is not None:
+                k = torch.cat([self.k, k], dim=-2)  # (B, H, n + n_new, d_h)
+                v = torch.cat([self.v, v], dim=-2)
+            self._k, self._v, self._n = k, v, n + n_new
+            return k, v
+        if self._k is None or self._k.shape[-2] < n + n_new:
+            self._grow(k, v, max(n + n_new, 2 * n, self.MIN_CAPACITY))
+        self._k.narrow(-2, n, n_new).copy_(k)  # in place: positions n .. n + n_new - 1
+        self._v.narrow(-2, n, n_new).copy_(v)
+        self._n = n + n_new
+        return self.k, self.v  # (B, H, n + n_new, d_h)
+
+    def _grow(self, k: Tensor, v: Tensor, capacity: int) -> None:
+        """New buffers of ``capacity`` positions holding the ``n`` cached ones."""
+        old = (self._k, self._v)
+        self._k = k.new_empty((*k.shape[:-2], capacity, k.shape[-1]))
+        self._v = v.new_empty((*v.shape[:-2], capacity, v.shape[-1]))
+        if old[0] is not None and self._n:
+            self._k.narrow(-2, 0, self._n).copy_(old[0].narrow(-2, 0, self._n))
+            self._v.narrow(-2, 0, self._n).copy_(old[1].narrow(-2, 0, self._n))
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search reorders hypotheses every step)."""
@@ -62,8 +105,17 @@ class KVCache:
                 f"index must be a 1-D integer tensor of batch rows, got shape "
                 f"{shape_str(index.shape)} and dtype {index.dtype}"
             )
-        if self.k is not None:
-            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+        if self._k is not None:
+            self._k, self._v = self._select_rows(self._k, index), self._select_rows(self._v, index)
+
+    def _select_rows(self, buffer: Tensor, index: Tensor) -> Tensor:
+        """Rows ``index`` of ``buffer``, copying only the ``n`` filled positions (a buffer may
+        hold up to twice as many)."""
+        if buffer.shape[-2] == self._n:
+            return buffer.index_select(0, index)
+        out = buffer.new_empty((index.shape[0], *buffer.shape[1:]))  # (B', H, capacity, d_h)
+        torch.index_select(buffer.narrow(-2, 0, self._n), 0, index, out=out.narrow(-2, 0, self._n))
+        return out
 
 
 class MultiHeadAttention(nn.Module):
@@ -129,15 +181,11 @@ class MultiHeadAttention(nn.Module):
         return F.linear(t, self.in_proj.weight[rows], None if b is None else b[rows])
 
     def _project(
-        self, x: Tensor, memory: Tensor | None, value: Tensor | None
+        self, x: Tensor, memory: Tensor, value: Tensor | None
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """Queries from ``x``; keys from ``memory`` (or ``x``); values from ``value`` (or keys' source)."""
+        """Cross-attention: queries from ``x``; keys from ``memory``; values from ``value`` (or
+        ``memory``); no keys/values when ``memory`` is ``_CACHED``. Each ``(B, n, d)``."""
         d = self.d_model
-        if memory is None:  # self-attention
-            if self.packed:
-                q, k, v = self.in_proj(x).split(d, dim=-1)  # 3 × (B, n, d)
-                return q, k, v
-            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
         q = self._linear("q", x)  # (B, n_q, d)
         if memory is _CACHED:
             return q, None, None
@@ -170,23 +218,28 @@ class MultiHeadAttention(nn.Module):
         cross = memory is not None
         if cross and cache is not None and cache.static and len(cache) > 0:
             memory = _CACHED  # cross-attention keys/values were computed at the first step
-        q, k, v = self._project(x, memory, value)
-        q = self._split_heads(q)  # (B, H, n_q, d_h)
-        if k is not None:
-            k, v = self._split_heads(k), self._split_heads(v)  # (B, H, n_new, d_h)
+        if memory is None:  # self-attention (always packed): one matmul, one view
+            b, n, _ = x.shape
+            qkv = self.in_proj(x).view(b, n, 3, self.num_heads, self.head_dim)  # (B, n, 3, H, d_h)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, H, n, d_h)
+        else:
+            q, k, v = self._project(x, memory, value)
+            q = self._split_heads(q)  # (B, H, n_q, d_h)
+            if k is not None:
+                k, v = self._split_heads(k), self._split_heads(v)  # (B, H, n_new, d_h)
         offset = len(cache) if (cache is not None and not cross) else 0
         if self.rotary is not None and not cross:
             q, k = self.rotary(q, k, offset)
         if cache is not None:
             if cross:
                 if k is not None:
-                    cache.k, cache.v, cache.static = k, v, True
+                    cache.fill(k, v)
                 k, v = cache.k, cache.v
             else:
                 k, v = cache.append(k, v)  # (B, H, n_k, d_h)
         out = scaled_dot_product_attention(
             q, k, v, mask,
-            is_causal=is_causal,
+            is_causal=is_causal and q.shape[-2] > 1,  # one query, the last: it sees every key
             dropout=self.dropout if self.training else 0.0,
             return_weights=return_weights,
         )
@@ -204,9 +257,9 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"x has width {x.shape[-1]} but d_model is {self.d_model}")
         if cache is not None and not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
-        if cache is not None and cache.k is not None and cache.k.shape[0] != x.shape[0]:
+        if cache is not None and cache.batch_size not in (None, x.shape[0]):
             raise ValueError(
-                f"cache holds batch size {cache.k.shape[0]} but x has batch size {x.shape[0]}"
+                f"cache holds batch size {cache.batch_size} but x has batch size {x.shape[0]}"
             )
         if memory is None:
             if value is not None:

@@ -48,22 +48,24 @@ def decode_rows(
     token)`` is called with each new token as it is chosen (streaming output). Returns the new
     tokens of each original row.
     """
-    rows = torch.arange(len(state))  # original row of each state row
+    rows = list(range(len(state)))  # original row of each state row
     out: list[list[int]] = [[] for _ in range(len(state))]
     for _ in range(max_new_tokens):
         tokens = choose(state.logits())  # (R,)
-        stopped = torch.tensor([t in stop for t in tokens.tolist()], dtype=torch.bool)  # (R,)
-        for row, token, done in zip(rows.tolist(), tokens.tolist(), stopped.tolist(), strict=True):
+        ids = tokens.tolist()  # the one host sync of a step
+        stopped = [t in stop for t in ids]
+        for row, token, done in zip(rows, ids, stopped, strict=True):
             if not done:
                 out[row].append(token)
                 if on_token is not None:
                     on_token(row, token)
-        if stopped.all():
+        if all(stopped):
             break
-        if stopped.any():
-            keep = (~stopped).nonzero().squeeze(1)  # (R',)
-            rows, tokens = rows[keep], tokens[keep.to(tokens.device)]
-            state.select(keep.to(tokens.device))
+        if any(stopped):
+            kept = [i for i, done in enumerate(stopped) if not done]
+            keep = torch.tensor(kept, device=tokens.device)  # (R',)
+            rows, tokens = [rows[i] for i in kept], tokens[keep]
+            state.select(keep)
         state.append(tokens)
     return out
 
