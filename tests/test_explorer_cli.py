@@ -39,6 +39,13 @@ def test_a_missing_checkpoint_is_one_line_naming_it(command, tmp_path, capsys):
     assert err == f"attnlab {command}: error: {why}\n"
 
 
+def test_serve_without_the_server_extra_names_the_install(checkpoints, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as on a plain `pip install attnlab`
+    assert main(["serve", "--translator", str(checkpoints[0]), "--no-bert"]) == 2
+    expected = "attnlab serve: error: attnlab serve needs uvicorn: pip install 'attnlab[serve]'\n"
+    assert capsys.readouterr().err == expected
+
+
 def test_refusals_before_serving(checkpoints, tmp_path, capsys):
     translator, gpt = checkpoints
     assert main(["serve", "--no-bert"]) == 2

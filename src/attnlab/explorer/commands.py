@@ -104,9 +104,13 @@ def url_of(sock: socket.socket) -> str:
 
 def serve(args: argparse.Namespace) -> int:
     """``attnlab serve``: load the models, listen, answer until Ctrl-C (exit 130) or SIGTERM."""
-    import uvicorn
+    try:
+        import uvicorn
 
-    from attnlab.explorer.app import create_app
+        from attnlab.explorer.app import create_app
+    except ImportError as err:  # a plain install: the server is the optional extra [serve]
+        raise ValueError(f"attnlab serve needs {err.name or 'starlette and uvicorn'}: "
+                         f"pip install 'attnlab[serve]'") from None
 
     models = load_models(args)
     sock = listen(args.host, args.port)
