@@ -8,10 +8,41 @@ Every error names the argument, what was expected and what was given, e.g.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor
+
+
+class _Trust(threading.local):
+    on = False  # per thread: one thread's decoding loop never turns off another's checks
+
+
+_TRUST = _Trust()
+
+
+def inputs_trusted() -> bool:
+    """``True`` inside :func:`trusted_inputs`: modules skip their per-call argument checks."""
+    return _TRUST.on
+
+
+@contextmanager
+def trusted_inputs() -> Iterator[None]:
+    """Validate once: inside this block attnlab's layers skip their per-call argument checks.
+
+    A decoding loop checks its first step in full, then feeds the model only tensors it made
+    itself (the model's own next tokens, its own cache) in the same layout; checking them again
+    in every layer of every step costs more than a small model's arithmetic (docs/design.md,
+    "Validate once"). Checks that depend on values that can change (a learned position table's
+    length) stay on. The setting is per thread and restored on exit, errors included.
+    """
+    previous, _TRUST.on = _TRUST.on, True
+    try:
+        yield
+    finally:
+        _TRUST.on = previous
 
 
 def shape_str(shape: Sequence[int]) -> str:

@@ -48,6 +48,12 @@ def decode_rows(
     token)`` is called with each new token as it is chosen (streaming output). Returns the new
     tokens of each original row.
     """
+    if not stop and on_token is None:  # no row can end early: no host sync until the end
+        steps = []
+        for _ in range(max_new_tokens):
+            steps.append(choose(state.logits()))  # (R,)
+            state.append(steps[-1])
+        return torch.stack(steps, dim=1).tolist()  # (R, max_new_tokens)
     rows = list(range(len(state)))  # original row of each state row
     out: list[list[int]] = [[] for _ in range(len(state))]
     for _ in range(max_new_tokens):
@@ -114,7 +120,7 @@ def greedy_search(
     in eval mode without gradients (its mode is restored afterwards).
     """
     check_count("max_new_tokens", max_new_tokens)
-    with inference(model):
+    with inference(model, tokens_only=True):
         state, _ = make_state(
             model, src, prompt, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
             window_keep=window_keep,

@@ -142,7 +142,7 @@ def sample(
     stop = stop_set(stop_tokens)
     device = model_device(model)
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
-    with inference(model):
+    with inference(model, tokens_only=True):
         ids = as_prompt(prompt, device, getattr(getattr(model, "config", None), "vocab_size", None))
         state = DecoderOnlyState(model, ids, use_cache=use_cache, window_keep=window_keep)
 

@@ -31,14 +31,21 @@ O(block_size) on average while every prediction still sees at least ``keep`` tok
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
 
 from attnlab.devices import model_device
-from attnlab.validation import check_positive, check_rank, check_tensor, check_token_ids, shape_str
+from attnlab.validation import (
+    check_positive,
+    check_rank,
+    check_tensor,
+    check_token_ids,
+    shape_str,
+    trusted_inputs,
+)
 
 
 def is_encoder_decoder(model: nn.Module) -> bool:
@@ -47,12 +54,17 @@ def is_encoder_decoder(model: nn.Module) -> bool:
 
 
 @contextmanager
-def inference(model: nn.Module) -> Iterator[None]:
-    """Eval mode (no dropout) and no autograd while decoding; the model's mode is restored."""
+def inference(model: nn.Module, *, tokens_only: bool = False) -> Iterator[None]:
+    """Eval mode (no dropout) and no autograd while decoding; the model's mode is restored.
+
+    ``tokens_only``: the block returns token ids and scores, no tensor that could later join
+    autograd, so it runs under ``torch.inference_mode`` — cheaper per op than ``no_grad``
+    (no version counters, no autograd metadata), which a one-token decoding step feels.
+    """
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.inference_mode() if tokens_only else torch.no_grad():
             yield
     finally:
         model.train(was_training)
@@ -89,7 +101,31 @@ def as_prompt(
     return prompt.long().to(device)
 
 
-class DecoderOnlyState:
+class DecodingRows:
+    """What both states share: the rows' tokens ``(R, L)`` and the model call that is checked in
+    full once and trusted after (:func:`~attnlab.validation.trusted_inputs`: every later step
+    feeds the model its own tokens and cache, in the layout the first step validated)."""
+
+    tokens: Tensor  # (R, L)
+    checked: bool = False
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+    def run(self, fn: Callable[..., Tensor], *args, **kwargs) -> Tensor:
+        """``fn(*args, **kwargs)``, with the layers' argument checks after the first call off."""
+        if not self.checked:
+            out = fn(*args, **kwargs)
+            self.checked = True
+            return out
+        with trusted_inputs():
+            return fn(*args, **kwargs)
+
+    def append(self, next_tokens: Tensor) -> None:
+        self.tokens = torch.cat([self.tokens, next_tokens.view(-1, 1)], dim=1)  # (R, L + 1)
+
+
+class DecoderOnlyState(DecodingRows):
     """Rows of a decoder-only language model (``model(idx, cache=...)``, ``model.new_cache()``,
     ``model.config.block_size``), decoded with the sliding window of the module docstring."""
 
@@ -111,22 +147,19 @@ class DecoderOnlyState:
         self.cache = None  # holds the keys/values of tokens[:, cache_start:cached]
         self.cache_start = self.cached = 0
 
-    def __len__(self) -> int:
-        return self.tokens.shape[0]
-
     def logits(self) -> Tensor:
         """Next-token logits ``(R, V)`` given the context window."""
         length = self.tokens.shape[1]
         self.start = window_start(length, self.start, self.block_size, self.keep)
         if not self.use_cache:
-            return self.model(self.tokens[:, self.start :])[:, -1]  # (R, V)
+            return self.run(self.model, self.tokens[:, self.start :])[:, -1]  # (R, V)
         if self.cache is None or self.cache_start != self.start:  # first step, or the window slid
             self.cache, self.cache_start, self.cached = (
                 self.model.new_cache(),
                 self.start,
                 self.start,
             )
-        logits = self.model(self.tokens[:, self.cached :], cache=self.cache)[:, -1]  # (R, V)
+        logits = self.run(self.model, self.tokens[:, self.cached :], cache=self.cache)[:, -1]  # (R, V)
         self.cached = length
         return logits
 
@@ -135,11 +168,8 @@ class DecoderOnlyState:
         if self.cache is not None:
             self.cache.reorder(index)
 
-    def append(self, next_tokens: Tensor) -> None:
-        self.tokens = torch.cat([self.tokens, next_tokens.view(-1, 1)], dim=1)  # (R, L + 1)
 
-
-class EncoderDecoderState:
+class EncoderDecoderState(DecodingRows):
     """Rows of an encoder-decoder model (``encode``, ``decode``, ``new_cache``) over one memory.
 
     ``memory`` ``(R, S, d)`` and ``src_mask`` ``(R, S)`` come from ``model.encode`` (repeated per
@@ -169,17 +199,14 @@ class EncoderDecoderState:
         learned = getattr(config, "positional", None) == "learned"
         self.limit = config.max_len if learned else None
 
-    def __len__(self) -> int:
-        return self.tokens.shape[0]
-
     def logits(self) -> Tensor:
         """Next-token logits ``(R, V)`` after the tokens decoded so far."""
         if not self.use_cache:
-            return self.model.decode(self.tokens, self.memory, self.src_mask)[:, -1]  # (R, V)
+            return self.run(self.model.decode, self.tokens, self.memory, self.src_mask)[:, -1]  # (R, V)
         if self.cache is None:
             self.cache = self.model.new_cache()
-        logits = self.model.decode(
-            self.tokens[:, self.cached :], self.memory, self.src_mask, cache=self.cache
+        logits = self.run(
+            self.model.decode, self.tokens[:, self.cached :], self.memory, self.src_mask, cache=self.cache
         )[:, -1]  # (R, V)
         self.cached = self.tokens.shape[1]
         return logits
@@ -191,9 +218,6 @@ class EncoderDecoderState:
             self.src_mask = self.src_mask.index_select(0, index)  # (R', S)
         if self.cache is not None:
             self.cache.reorder(index)
-
-    def append(self, next_tokens: Tensor) -> None:
-        self.tokens = torch.cat([self.tokens, next_tokens.view(-1, 1)], dim=1)  # (R, T + 1)
 
 
 def make_state(

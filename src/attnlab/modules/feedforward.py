@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.validation import check_choice, check_positive, check_probability, check_width
+from attnlab.validation import check_choice, check_positive, check_probability, check_width, inputs_trusted
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
@@ -57,7 +57,8 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        check_width("x", x, self.d_model)
+        if not inputs_trusted():
+            check_width("x", x, self.d_model)
         h = self.w1(x)  # (..., d_ff) or (..., 2 d_ff) for SwiGLU
         if self.activation == "relu":
             h = F.relu(h)
@@ -66,7 +67,7 @@ class FeedForward(nn.Module):
         else:
             gate, up = h.chunk(2, dim=-1)  # 2 × (..., d_ff)
             h = F.silu(gate) * up  # (..., d_ff)
-        return self.w2(self.dropout(h))  # (..., d_model)
+        return self.w2(self.dropout(h) if self.training else h)  # (..., d_model)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, d_ff={self.d_ff}, activation={self.activation!r}"

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.validation import check_positive, check_width
+from attnlab.validation import check_positive, check_width, inputs_trusted
 
 NORMS = ("layernorm", "rmsnorm")
 
@@ -71,7 +71,8 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        check_width("x", x, self.d)
+        if not inputs_trusted():
+            check_width("x", x, self.d)
         if self.fused:
             return F.layer_norm(x, (self.d,), self.weight, self.bias, self.eps)
         return layer_norm(x, self.weight, self.bias, self.eps)
@@ -96,7 +97,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d))
 
     def forward(self, x: Tensor) -> Tensor:
-        check_width("x", x, self.d)
+        if not inputs_trusted():
+            check_width("x", x, self.d)
         if self.fused:
             return F.rms_norm(x, (self.d,), self.weight, self.eps)
         return rms_norm(x, self.weight, self.eps)

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.config import Config
+from attnlab.modules.rotary import RotaryEmbedding
 from attnlab.validation import check_choice, check_positive, check_rank
 
 POSITIONAL_KINDS = ("sinusoidal", "learned", "rope", "alibi", "relative", "none")
@@ -79,7 +80,8 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def _grow(self, length: int) -> None:
         new = max(length, 2 * self.pe.shape[0])
-        self.pe = self.table(new).to(device=self.pe.device, dtype=self.pe.dtype)
+        with torch.inference_mode(False):  # a table grown while decoding must still serve training
+            self.pe = self.table(new).to(device=self.pe.device, dtype=self.pe.dtype)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """``x`` ``(B, n, d)`` → ``x + PE[offset:offset+n]`` ``(B, n, d)``."""
@@ -114,43 +116,7 @@ class LearnedPositionalEmbedding(nn.Module):
                 f"sequence length {offset + n} (offset {offset} + {n} new positions) exceeds "
                 f"max_len={self.max_len} of the learned positional embedding"
             )
-        return x + self.embedding(_positions(n, offset, x.device))  # (B, n, d)
-
-
-class RotaryEmbedding(nn.Module):
-    """Rotary position embedding (RoPE; Su et al. 2021, eq. 34).
-
-    Each pair ``(x_{2i}, x_{2i+1})`` of a head's query or key at position ``m`` is rotated by
-    the angle ``m θ_i`` with ``θ_i = base^{-2i/d_h}``. Rotations compose, so
-    ``⟨R_m q, R_n k⟩ = ⟨q, R_{n-m} k⟩``: scores depend only on the relative position.
-    Called as ``q, k = rope(q, k, offset)`` on ``(B, H, n, d_h)`` tensors; ``k`` may be
-    ``None`` (cross-attention reuses cached keys) and ``offset`` is the number of cached
-    positions, so queries and new keys sit at ``offset .. offset+n-1``.
-    """
-
-    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
-        super().__init__()
-        check_positive("head_dim", head_dim)
-        if head_dim % 2:
-            raise ValueError(f"head_dim must be even for rotary embeddings, got {head_dim}")
-        self.head_dim, self.base = head_dim, base
-
-    def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
-        """Rotate ``x`` ``(..., n, d_h)`` whose rows sit at positions ``offset .. offset+n-1``."""
-        if x.shape[-1] != self.head_dim:
-            raise ValueError(f"x has head width {x.shape[-1]} but head_dim is {self.head_dim}")
-        dtype = torch.promote_types(x.dtype, torch.float32)  # angles in float64 for float64 x
-        pos = _positions(x.shape[-2], offset, x.device).to(dtype)  # (n,)
-        two_i = torch.arange(0, self.head_dim, 2, device=x.device, dtype=dtype)  # (d_h/2,)
-        angle = pos[:, None] * self.base ** (-two_i / self.head_dim)  # (n, d_h/2): m θ_i
-        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
-        pairs = x.unflatten(-1, (-1, 2))  # (..., n, d_h/2, 2)
-        x1, x2 = pairs[..., 0], pairs[..., 1]  # (..., n, d_h/2)
-        out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., n, d_h/2, 2)
-        return out.flatten(-2)  # (..., n, d_h)
-
-    def forward(self, q: Tensor, k: Tensor | None, offset: int = 0) -> tuple[Tensor, Tensor | None]:
-        return self.rotate(q, offset), None if k is None else self.rotate(k, offset)
+        return x + self.embedding.weight[offset : offset + n]  # (B, n, d): rows P[offset:offset+n]
 
 
 def alibi_slopes(num_heads: int) -> list[float]:

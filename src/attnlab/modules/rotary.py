@@ -1,0 +1,77 @@
+"""Rotary position embedding (RoPE; Su et al. 2021), one of the positional families of
+:mod:`attnlab.modules.positional` (Steinert-Threlkeld (Transformers I), "Fancier ways of
+representing positional info").
+
+Queries and keys are rotated, not the token embeddings, so ``q·k`` depends on the relative
+position only. The cos/sin tables are computed once per device and dtype and sliced for each
+call (a training step, a decoding step).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.validation import check_positive
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (RoPE; Su et al. 2021, eq. 34).
+
+    Each pair ``(x_{2i}, x_{2i+1})`` of a head's query or key at position ``m`` is rotated by
+    the angle ``m θ_i`` with ``θ_i = base^{-2i/d_h}``. Rotations compose, so
+    ``⟨R_m q, R_n k⟩ = ⟨q, R_{n-m} k⟩``: scores depend only on the relative position.
+    Called as ``q, k = rope(q, k, offset)`` on ``(B, H, n, d_h)`` tensors; ``k`` may be
+    ``None`` (cross-attention reuses cached keys) and ``offset`` is the number of cached
+    positions, so queries and new keys sit at ``offset .. offset+n-1``.
+    """
+
+    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        check_positive("head_dim", head_dim)
+        if head_dim % 2:
+            raise ValueError(f"head_dim must be even for rotary embeddings, got {head_dim}")
+        self.head_dim, self.base = head_dim, base
+        self._tables: dict[tuple[torch.device, torch.dtype], tuple[Tensor, Tensor]] = {}
+
+    def tables(self, n: int, offset: int, like: Tensor) -> tuple[Tensor, Tensor]:
+        """``cos(m θ_i)`` and ``sin(m θ_i)`` for positions ``m = offset .. offset+n-1``: two
+        ``(n, d_h/2)`` tensors in ``like``'s dtype and device.
+
+        They are rows of tables computed once per device and dtype (angles in float64, float32
+        on MPS) and doubled when a longer sequence comes, so a training step or a decoding
+        step only slices them (the issue-19 lever "cache RoPE's cos/sin per length and
+        device"). The tables never join autograd, even when first built while decoding.
+        """
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        key = (like.device, like.dtype)
+        cos, sin = self._tables.get(key, (None, None))
+        if cos is None or cos.shape[0] < offset + n:
+            length = max(offset + n, 2 * (0 if cos is None else cos.shape[0]), 64)
+            cos, sin = self._tables[key] = self._build(length, like.device, like.dtype)
+        return cos[offset : offset + n], sin[offset : offset + n]
+
+    def _build(self, length: int, device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        exact = torch.float32 if device.type == "mps" else torch.float64
+        with torch.inference_mode(False), torch.no_grad():
+            pos = torch.arange(length, device=device, dtype=exact)  # (L,)
+            two_i = torch.arange(0, self.head_dim, 2, device=device, dtype=exact)  # (d_h/2,)
+            angle = pos[:, None] * self.base ** (-two_i / self.head_dim)  # (L, d_h/2): m θ_i
+            return angle.cos().to(dtype), angle.sin().to(dtype)
+
+    def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
+        """Rotate ``x`` ``(..., n, d_h)`` whose rows sit at positions ``offset .. offset+n-1``."""
+        if x.shape[-1] != self.head_dim:
+            raise ValueError(f"x has head width {x.shape[-1]} but head_dim is {self.head_dim}")
+        cos, sin = self.tables(x.shape[-2], offset, x)  # (n, d_h/2) each
+        pairs = x.unflatten(-1, (-1, 2))  # (..., n, d_h/2, 2)
+        x1, x2 = pairs[..., 0], pairs[..., 1]  # (..., n, d_h/2)
+        out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., n, d_h/2, 2)
+        return out.flatten(-2)  # (..., n, d_h)
+
+    def forward(self, q: Tensor, k: Tensor | None, offset: int = 0) -> tuple[Tensor, Tensor | None]:
+        return self.rotate(q, offset), None if k is None else self.rotate(k, offset)
+
+    def __getstate__(self) -> dict:  # the tables are a cache: not pickled (nor deep-copied)
+        return {**super().__getstate__(), "_tables": {}}
