@@ -118,6 +118,8 @@ def scaled_dot_product_attention(
             mask = combine_masks(mask, causal_mask(n_q, n_k, device=q.device))
         return _explicit_attention(q, k, v, mask, dropout, scale)
     if _explicit_is_faster(q, k):
+        if is_causal and mask is None:
+            return _explicit_causal_attention(q, k, v, dropout, scale)
         if is_causal:
             mask = combine_masks(mask, causal_mask(n_q, n_k, device=q.device))
         return _explicit_attention(q, k, v, mask, dropout, scale)[0]
@@ -148,6 +150,19 @@ def _explicit_attention(
         weights = masked_softmax(scores, mask)  # (..., n_q, n_k)
     dropped = torch.nn.functional.dropout(weights, dropout) if dropout > 0 else weights
     return dropped @ v, weights  # (..., n_q, d_v), (..., n_q, n_k)
+
+
+def _explicit_causal_attention(q: Tensor, k: Tensor, v: Tensor, dropout: float, scale: float) -> Tensor:
+    """The explicit path for a causal mask alone (GPT training in bf16): every query keeps at
+    least its own key, so no row needs the all-blocked fix of :func:`masked_softmax`; future
+    keys are set to ``-inf`` in place and the softmax runs in float32 in one call."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    scores = (q * scale) @ k.transpose(-2, -1)  # (..., n_q, n_k)
+    future = ~causal_mask(n_q, n_k, device=q.device)  # (n_q, n_k) True = blocked
+    weights = torch.softmax(scores.masked_fill_(future, float("-inf")), dim=-1, dtype=torch.float32)
+    weights = weights.to(q.dtype)
+    dropped = torch.nn.functional.dropout(weights, dropout) if dropout > 0 else weights
+    return dropped @ v  # (..., n_q, d_v)
 
 
 def _fused_attention(
