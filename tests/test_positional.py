@@ -184,3 +184,14 @@ def test_scheme_factory_gives_each_kind_its_hook(kind):
 def test_scheme_rejects_unknown_kind_by_name():
     with pytest.raises(ValueError, match=r"positional must be one of .*'rotary'"):
         PositionalScheme("rotary", d_model=16, num_heads=4)
+
+
+def test_rope_rotates_any_strided_view_like_its_contiguous_copy():
+    """The complex product views pairs as complex numbers; views whose strides do not allow
+    that (odd strides, odd offsets) are copied first and give the same rotation."""
+    rope = RotaryEmbedding(4)
+    odd = torch.randn(3, 5, 9)[..., 1:5].unsqueeze(0)  # (1, 3, 5, 4), offset 1, stride 9
+    torch.testing.assert_close(rope.rotate(odd, 2), rope.rotate(odd.contiguous(), 2))
+    half = odd.bfloat16()
+    assert rope.rotate(half).dtype == torch.bfloat16
+    torch.testing.assert_close(rope.rotate(half).float(), rope.rotate(half.float()), rtol=0.01, atol=0.01)

@@ -32,43 +32,55 @@ class RotaryEmbedding(nn.Module):
         if head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {head_dim}")
         self.head_dim, self.base = head_dim, base
-        self._tables: dict[tuple[torch.device, torch.dtype], tuple[Tensor, Tensor]] = {}
+        self._tables: dict[tuple[torch.device, torch.dtype], Tensor] = {}
 
-    def tables(self, n: int, offset: int, like: Tensor) -> tuple[Tensor, Tensor]:
-        """``cos(m θ_i)`` and ``sin(m θ_i)`` for positions ``m = offset .. offset+n-1``: two
-        ``(n, d_h/2)`` tensors in ``like``'s dtype and device.
+    def rotations(self, n: int, offset: int, like: Tensor) -> Tensor:
+        """``e^{i m θ_i}`` for positions ``m = offset .. offset+n-1``: ``(n, d_h/2)`` complex
+        (complex128 for a float64 ``like``, else complex64), on ``like``'s device.
 
-        They are rows of tables computed once per device and dtype (angles in float64, float32
-        on MPS) and doubled when a longer sequence comes, so a training step or a decoding
-        step only slices them (the issue-19 lever "cache RoPE's cos/sin per length and
-        device"). The tables never join autograd, even when first built while decoding.
+        Rows of a table computed once per device and precision (angles in float64, float32 on
+        MPS) and doubled when a longer sequence comes, so a training or decoding step only
+        slices it (issue 19: "cache RoPE's cos/sin per length and device"). The table never
+        joins autograd, even when first built while decoding.
         """
         if offset < 0:
             raise ValueError(f"offset must be >= 0, got {offset}")
-        key = (like.device, like.dtype)
-        cos, sin = self._tables.get(key, (None, None))
-        if cos is None or cos.shape[0] < offset + n:
-            length = max(offset + n, 2 * (0 if cos is None else cos.shape[0]), 64)
-            cos, sin = self._tables[key] = self._build(length, like.device, like.dtype)
-        return cos[offset : offset + n], sin[offset : offset + n]
+        key = (like.device, torch.complex128 if like.dtype == torch.float64 else torch.complex64)
+        table = self._tables.get(key)
+        if table is None or table.shape[0] < offset + n:
+            length = max(offset + n, 2 * (0 if table is None else table.shape[0]), 64)
+            table = self._tables[key] = self._build(length, *key)
+        return table[offset : offset + n]
 
-    def _build(self, length: int, device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    def tables(self, n: int, offset: int, like: Tensor) -> tuple[Tensor, Tensor]:
+        """``cos(m θ_i)`` and ``sin(m θ_i)``, ``(n, d_h/2)`` each in ``like``'s dtype: the real
+        and imaginary parts of :meth:`rotations`."""
+        rotation = self.rotations(n, offset, like)
+        return rotation.real.to(like.dtype), rotation.imag.to(like.dtype)
+
+    def _build(self, length: int, device: torch.device, dtype: torch.dtype) -> Tensor:
         exact = torch.float32 if device.type == "mps" else torch.float64
         with torch.inference_mode(False), torch.no_grad():
             pos = torch.arange(length, device=device, dtype=exact)  # (L,)
             two_i = torch.arange(0, self.head_dim, 2, device=device, dtype=exact)  # (d_h/2,)
             angle = pos[:, None] * self.base ** (-two_i / self.head_dim)  # (L, d_h/2): m θ_i
-            return angle.cos().to(dtype), angle.sin().to(dtype)
+            return torch.polar(torch.ones_like(angle), angle).to(dtype)  # e^{i m θ_i}
 
     def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
-        """Rotate ``x`` ``(..., n, d_h)`` whose rows sit at positions ``offset .. offset+n-1``."""
+        """Rotate ``x`` ``(..., n, d_h)`` whose rows sit at positions ``offset .. offset+n-1``.
+
+        Each pair is the complex number ``x_{2i} + i x_{2i+1}`` (Su et al. eq. 34's form) and is
+        multiplied by ``e^{i m θ_i}``: ``(x_{2i} cos − x_{2i+1} sin, x_{2i} sin + x_{2i+1} cos)``
+        in one complex product, in float32 (float64 for float64 ``x``), cast back to ``x``'s dtype.
+        """
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x has head width {x.shape[-1]} but head_dim is {self.head_dim}")
-        cos, sin = self.tables(x.shape[-2], offset, x)  # (n, d_h/2) each
-        pairs = x.unflatten(-1, (-1, 2))  # (..., n, d_h/2, 2)
-        x1, x2 = pairs[..., 0], pairs[..., 1]  # (..., n, d_h/2)
-        out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., n, d_h/2, 2)
-        return out.flatten(-2)  # (..., n, d_h)
+        rotation = self.rotations(x.shape[-2], offset, x)  # (n, d_h/2) complex
+        pairs = x.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
+        if pairs.stride(-1) != 1 or pairs.storage_offset() % 2 or any(s % 2 for s in pairs.stride()[:-1]):
+            pairs = pairs.clone(memory_format=torch.contiguous_format)  # complex view: (re, im) adjacent
+        rotated = torch.view_as_complex(pairs.unflatten(-1, (-1, 2))) * rotation  # (..., n, d_h/2)
+        return torch.view_as_real(rotated).flatten(-2).to(x.dtype)  # (..., n, d_h)
 
     def forward(self, q: Tensor, k: Tensor | None, offset: int = 0) -> tuple[Tensor, Tensor | None]:
         return self.rotate(q, offset), None if k is None else self.rotate(k, offset)
