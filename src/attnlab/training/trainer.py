@@ -224,8 +224,7 @@ class Trainer:
             )
         scale = self.world_size / tokens  # DDP averaged over ranks; we want sum / tokens
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
-        for p in params:
-            p.grad.mul_(scale)
+        torch._foreach_mul_([p.grad for p in params], scale)  # one kernel launch, not one per tensor
         grad_norm = None
         if self.config.clip_norm is not None:
             grad_norm = float(nn.utils.clip_grad_norm_(params, self.config.clip_norm))
