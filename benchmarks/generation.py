@@ -1,9 +1,10 @@
 """Decoding cost: sampling with vs without the KV cache (issue 5), beam-5 vs greedy (issue 4),
 greedy decoding vs a minimal preallocated KV cache (issue 19).
 
-    .venv/bin/python benchmarks/generation.py            # ~4 min on 2 loaded cores
+    .venv/bin/python benchmarks/generation.py            # ~6 min on 2 loaded cores
     .venv/bin/python benchmarks/generation.py --quick    # fewer tokens and sentences
     .venv/bin/python benchmarks/generation.py --only c   # one table
+    .venv/bin/python benchmarks/generation.py --only b --rounds 5   # issue 19's beam/greedy
 
 (a) KV cache. A GPT of nanoGPT's CPU size (4 layers, 4 heads, d = 128, vocabulary 65 as
 tinyshakespeare's characters) samples 500 new tokens after a 256-token prompt, with
@@ -20,7 +21,11 @@ shared vocabulary 8,000 — the size of the Multi30k recipes) decodes a batch of
 10..20 tokens: greedy vs beam 5 (n_best 1, α = 0.6), both with the KV cache, and greedy
 without it. A random model never emits eos, so every sentence runs the full 30 steps and the
 ratio is the per-step cost at that length; a trained model stops earlier (beam search once 5
-hypotheses end), which changes the absolute times but not the comparison much.
+hypotheses end), which changes the absolute times but not the comparison much. The last two rows
+are floors: attnlab's ``decode`` alone, 30 cached calls with an argmax on every source's memory
+repeated 1 or 5 times — no search, no bookkeeping. Beam 5 scores 5 rows a source, so it cannot
+cost less than the second floor (less its first step, which beam search runs on one row a
+source), whatever its bookkeeping does.
 
 (c) Issue 19: greedy decoding of the issue's GPT (10.8 M: d = 384, 6 layers, 6 heads,
 vocabulary 65, learned positions, ``block_size`` 272 so the window never slides), prompt 16 +
@@ -29,6 +34,12 @@ minimal plain-PyTorch decoder over the same weights with a preallocated KV cache
 place. Both must emit the same tokens; the ratio (target ≥ 1.0×) is the median of per-round
 ratios of the minimal's time to attnlab's, so it reads as attnlab's speed relative to the
 minimal's.
+
+(d) Issue 19: greedy decoding of (b)'s Transformer, batches of 1, 8 and 64 of (b)'s sources, 30
+steps: attnlab's ``greedy_search`` against :func:`minimal_translate`, the same weights decoded in
+plain PyTorch (source encoded once, self-attention keys/values preallocated and written in place,
+cross-attention keys/values projected once). Same tokens checked, ratio read as in (c); and beam
+5's cost against attnlab's greedy at each batch size.
 
 Times are medians of interleaved rounds (``attnlab.measure.timing``); the ratio is the median of the
 per-round ratios. Other jobs share the 2 cores, so single times are noisy; the ratios less so.
@@ -40,6 +51,7 @@ ops) measured 10× slower with 2 threads than with 1.
 from __future__ import annotations
 
 import argparse
+import math
 import platform
 import sys
 import time
@@ -54,6 +66,7 @@ from attnlab.generation import beam_search, greedy_search, sample  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig  # noqa: E402
+from attnlab.validation import trusted_inputs  # noqa: E402
 
 BOS, EOS = 1, 2
 
@@ -67,7 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sentences", type=int, help="batch of sources in (b) (default 64)")
     p.add_argument("--max-len", type=int, default=30, help="decoding steps in (b)")
     p.add_argument("--gpt-tokens", type=int, help="new tokens in (c) (default 256; quick 64)")
-    p.add_argument("--only", choices=("a", "b", "c"), help="run one table")
+    p.add_argument("--only", choices=("a", "b", "c", "d"), help="run one table")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: see doc)")
     args = p.parse_args(argv)
     args.rounds = args.rounds or (2 if args.quick else 3)
@@ -181,21 +194,49 @@ def minimal_table(args: argparse.Namespace) -> None:
         ["batch", "minimal tok/s", "attnlab tok/s", "attnlab speed / minimal", "same tokens"], rows)
 
 
-def translation_table(args: argparse.Namespace) -> None:
+def translation_model() -> Transformer:
+    """(b) and (d)'s model: a random Transformer of the Multi30k recipes' size (seed 0)."""
     torch.manual_seed(0)
     config = TransformerConfig(src_vocab_size=8000, d_model=256, num_heads=4,
                                num_encoder_layers=3, num_decoder_layers=3, d_ff=1024,
                                dropout=0.0, share_embeddings=True)
-    model = Transformer(config).eval()
-    lengths = torch.randint(10, 21, (args.sentences,))
-    src = torch.zeros(args.sentences, int(lengths.max()), dtype=torch.long)  # pad 0
-    for i, n in enumerate(lengths.tolist()):
-        src[i, :n] = torch.randint(3, 8000, (n,))
+    return Transformer(config).eval()
+
+
+def translation_sources(n: int) -> torch.Tensor:
+    """``n`` random sources of 10..20 tokens, right-padded with 0: ids ``(n, S)``."""
+    lengths = torch.randint(10, 21, (n,))
+    src = torch.zeros(n, int(lengths.max()), dtype=torch.long)  # pad 0
+    for i, length in enumerate(lengths.tolist()):
+        src[i, :length] = torch.randint(3, 8000, (length,))
+    return src
+
+
+def decoder_calls(model: Transformer, src: torch.Tensor, rows_per_source: int, steps: int) -> None:
+    """A decoding floor: attnlab's ``decode`` alone, ``steps`` cached calls (checked once, as the
+    decoding states do) on each source's memory repeated ``rows_per_source`` times, one argmax
+    a step; no search, no bookkeeping."""
+    with torch.inference_mode():
+        memory, mask = model.encode(src)  # (B, S, d), (B, S)
+        memory = memory.repeat_interleave(rows_per_source, 0)  # (B·rows, S, d)
+        mask = mask.repeat_interleave(rows_per_source, 0)  # (B·rows, S)
+        cache, token = model.new_cache(), torch.full((memory.shape[0], 1), BOS)
+        token = model.decode(token, memory, mask, cache=cache)[:, -1].argmax(-1, keepdim=True)
+        with trusted_inputs():
+            for _ in range(steps - 1):
+                token = model.decode(token, memory, mask, cache=cache)[:, -1].argmax(-1, keepdim=True)
+
+
+def translation_table(args: argparse.Namespace) -> None:
+    model = translation_model()
+    src = translation_sources(args.sentences)
     common = dict(max_new_tokens=args.max_len, bos_id=BOS, eos_id=EOS)
     fns = {
         "greedy": lambda: greedy_search(model, src, **common),
         "beam 5": lambda: beam_search(model, src, beam_size=5, **common),
         "greedy, no cache": lambda: greedy_search(model, src, use_cache=False, **common),
+        "floor: decode calls, 1 row a source": lambda: decoder_calls(model, src, 1, args.max_len),
+        "floor: decode calls, 5 rows a source": lambda: decoder_calls(model, src, 5, args.max_len),
     }
     times = timed(fns, args.rounds)
     base = times["greedy"]
@@ -208,6 +249,93 @@ def translation_table(args: argparse.Namespace) -> None:
         ["decoder", "s per batch", "sentences/s", "cost vs greedy"], rows)
 
 
+def minimal_translate(model: Transformer, src: torch.Tensor, steps: int) -> list[list[int]]:
+    """The reference for (d): greedy decoding of ``model``'s weights in plain PyTorch (issue 19).
+
+    The post-LN Transformer of (b) (``norm_first=False``, ReLU, sinusoidal positions, embeddings
+    × √d, shared embeddings tied to the head) as ``nn.Transformer`` code would run it: the source
+    encoded once (padding masked as keys); per decoder layer, self-attention key/value buffers
+    ``(B, H, steps, d_h)`` allocated once and written in place and cross-attention keys/values
+    projected once; ``F.scaled_dot_product_attention``; one ``argmax`` a step, pad and bos never
+    chosen (attnlab never emits them); no checks, no eos. Returns the new ids of each row.
+    """
+    c, (b, s) = model.config, src.shape
+    d, h, scale = c.d_model, c.num_heads, math.sqrt(c.d_model)
+    d_h, embed, blocked = d // h, model.tgt_embed.weight, torch.tensor([c.pad_id, BOS])
+
+    def heads(t: torch.Tensor) -> torch.Tensor:  # (B, n, d) → (B, H, n, d_h)
+        return t.view(b, -1, h, d_h).transpose(1, 2)
+
+    def attend(attn: torch.nn.Module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: torch.Tensor | None = None) -> torch.Tensor:  # heads → (B, n, d), projected
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(b, -1, d)
+        return F.linear(y, attn.out_proj.weight, attn.out_proj.bias)
+
+    def ffn(f: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(F.relu(F.linear(x, f.w1.weight, f.w1.bias)), f.w2.weight, f.w2.bias)
+
+    def add_norm(ln: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x + y, (d,), ln.weight, ln.bias, ln.eps)  # post-LN: Norm(x + f(x))
+
+    with torch.inference_mode():
+        mask = (src != c.pad_id)[:, None, None, :] if bool((src == c.pad_id).any()) else None
+        x = model.src_embed.weight[src] * scale + model.src_pos.absolute.pe[:s]  # (B, S, d)
+        for layer in model.encoder.layers:
+            a = layer.self_attn
+            q, k, v = F.linear(x, a.in_proj.weight, a.in_proj.bias).split(d, dim=-1)
+            x = add_norm(layer.norm1, x, attend(a, heads(q), heads(k), heads(v), mask))
+            x = add_norm(layer.norm2, x, ffn(layer.ffn, x))  # memory (B, S, d)
+        layers, pos = [], model.tgt_pos.absolute.pe
+        for layer in model.decoder.layers:  # cross-attention keys/values projected once
+            w, bias = layer.cross_attn.in_proj.weight, layer.cross_attn.in_proj.bias
+            k, v = F.linear(x, w[d:], bias[d:]).split(d, dim=-1)
+            layers.append((layer, w[:d], bias[:d], heads(k), heads(v)))
+        kv = torch.empty(len(layers), 2, b, h, steps, d_h)
+        token, out = torch.full((b,), BOS), torch.empty(b, steps, dtype=torch.long)
+        for t in range(steps):
+            y = embed[token][:, None] * scale + pos[t]  # (B, 1, d)
+            for i, (layer, w_q, b_q, k_cross, v_cross) in enumerate(layers):
+                a = layer.self_attn
+                qkv = F.linear(y, a.in_proj.weight, a.in_proj.bias).view(b, 1, 3, h, d_h)
+                q, k, v = qkv.permute(2, 0, 3, 1, 4)  # 3 × (B, H, 1, d_h)
+                kv[i, 0, :, :, t : t + 1], kv[i, 1, :, :, t : t + 1] = k, v
+                y = add_norm(layer.norm1, y, attend(a, q, kv[i, 0, :, :, : t + 1], kv[i, 1, :, :, : t + 1]))
+                q = heads(F.linear(y, w_q, b_q))
+                y = add_norm(layer.norm2, y, attend(layer.cross_attn, q, k_cross, v_cross, mask))
+                y = add_norm(layer.norm3, y, ffn(layer.ffn, y))
+            logits = F.linear(y[:, 0], model.output.weight)  # (B, V)
+            token = logits.index_fill_(-1, blocked, float("-inf")).argmax(-1)  # (B,)
+            out[:, t] = token
+    return out.tolist()
+
+
+def minimal_translation_table(args: argparse.Namespace) -> None:
+    """attnlab's ``greedy_search`` (and beam 5) vs :func:`minimal_translate` on (b)'s model."""
+    model, steps = translation_model(), args.max_len
+    c = model.config
+    if c.norm_first or c.activation != "relu" or c.positional != "sinusoidal" or not c.tie_output:
+        raise SystemExit("minimal_translate implements the post-LN, ReLU, sinusoidal, tied Transformer")
+    sources, common = translation_sources(64), dict(max_new_tokens=steps, bos_id=BOS, eos_id=EOS)
+    rows = []
+    for batch in (1, 8) if args.quick else (1, 8, 64):
+        src = sources[:batch]
+        src = src[:, : int((src != c.pad_id).sum(1).max())]  # as a batch of its own: no extra pad
+        fns = {"minimal": lambda s=src: minimal_translate(model, s, steps),
+               "greedy": lambda s=src: greedy_search(model, s, **common),
+               "beam 5": lambda s=src: beam_search(model, s, beam_size=5, **common)}
+        if fns["minimal"]() != fns["greedy"]():
+            raise SystemExit(f"batch {batch}: attnlab greedy_search and the minimal reference differ")
+        times = timed(fns, args.rounds)
+        rows.append([batch] + [f"{batch * steps / _timing.median(times[k]):.0f}" for k in fns] + [
+            f"**{_timing.paired_ratio(times['minimal'], times['greedy']):.2f}×**", "yes",
+            f"**{_timing.paired_ratio(times['beam 5'], times['greedy']):.2f}×**"])
+    print_table(
+        f"(d) translation greedy decoding, (b)'s Transformer, {steps} steps, vs a minimal "
+        "preallocated KV cache (target: ≥ 1.0×); beam 5's cost vs greedy",
+        ["batch", "minimal tok/s", "greedy tok/s", "beam 5 tok/s", "greedy speed / minimal",
+         "same tokens", "beam 5 cost / greedy"], rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -217,7 +345,9 @@ def main(argv: list[str] | None = None) -> None:
           f"{torch.backends.cpu.get_cpu_capability()}, {platform.machine()}, "
           f"{args.rounds} interleaved rounds after 1 warm-up call; float32, eval, no grad")
     start = time.perf_counter()
-    for name, table in (("a", cache_table), ("b", translation_table), ("c", minimal_table)):
+    tables = (("a", cache_table), ("b", translation_table), ("c", minimal_table),
+              ("d", minimal_translation_table))
+    for name, table in tables:
         if args.only in (None, name):
             table(args)
     print(f"\n(total {time.perf_counter() - start:.0f} s)")

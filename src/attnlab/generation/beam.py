@@ -22,6 +22,13 @@ lengths ``L'`` — an exact bound, so the result is that of running to ``max_new
 
 Sentences are independent: each has its own top-k, finished list and stopping decision, and a
 finished sentence leaves the batch, so results do not depend on the batch or on source padding.
+
+The bookkeeping runs on tensors for all sentences at once (:func:`expand_beams`: one ``topk``
+over each sentence's ``K · V`` extensions; the finished counts and best finished scores kept
+per sentence as tensors), with one host transfer a step: which sentences stop. Finished
+hypotheses are read back once, at the end. The ``K`` beams of a sentence start equal, so the
+first step runs one row per sentence (one encoder memory and cross-attention projection per
+source, not ``K``) and the rows are copied ``K`` times after it.
 """
 
 from __future__ import annotations
@@ -31,8 +38,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.devices import model_device
 from attnlab.generation.state import check_count, inference, make_state
 
 PENALTY_FORMS = ("gnmt", "simple")
@@ -57,9 +66,39 @@ def length_penalty(length: int, alpha: float, form: str = "gnmt") -> float:
     raise ValueError(f"penalty_form must be one of {', '.join(PENALTY_FORMS)}, got {form!r}")
 
 
+@dataclass(frozen=True)
+class BeamStep:
+    """The ``2K`` best one-token extensions of each of ``A`` sentences, best first."""
+
+    log_p: Tensor  # (A, 2K) log p(y_1..t) of each extension
+    parent: Tensor  # (A, 2K) the live beam (0 .. k-1) it extends
+    token: Tensor  # (A, 2K) its new token
+    ended: Tensor  # (A, K) bool: one of the first K ending in eos with a finite log-prob: finished
+    pick: Tensor  # (A, K) columns of the K best extensions that do not end in eos: the new beam
+
+
+def expand_beams(log_p: Tensor, step: Tensor, beam_size: int, eos_id: int | None) -> BeamStep:
+    """Rank every one-token extension of ``A`` sentences' ``k`` live beams (module docstring).
+
+    ``log_p`` ``(A, k)``: the beams' log-probabilities (``-inf``: an empty slot); ``step``
+    ``(A·k, V)``: their next-token log-probabilities, sentence-major — overwritten with the
+    extensions' ``log p(y_1..t) = log p(y_1..t-1) + log p(y_t | y_<t, x)``.
+    """
+    (A, k), V, K = log_p.shape, step.shape[-1], beam_size
+    cand = step.view(A, k, V).add_(log_p.unsqueeze(-1)).view(A, k * V)  # (A, k·V)
+    if k * V < 2 * K:  # fewer extensions than 2K (a tiny vocabulary): pad with impossible ones
+        cand = F.pad(cand, (0, 2 * K - k * V), value=float("-inf"))
+    top, flat = cand.topk(2 * K, dim=-1)  # (A, 2K) best first
+    parent, token = (flat // V).clamp_(max=k - 1), flat % V  # (A, 2K)
+    is_eos = token == (-1 if eos_id is None else eos_id)  # (A, 2K)
+    ended = is_eos[:, :K] & top[:, :K].isfinite()  # (A, K)
+    rank = torch.arange(2 * K, device=top.device) + 2 * K * is_eos  # (A, 2K): eos ones last
+    return BeamStep(top, parent, token, ended, rank.argsort(dim=-1)[:, :K])
+
+
 @dataclass
 class _Search:
-    """Settings and finished hypotheses of one :func:`beam_search` call."""
+    """Settings, per-sentence finished counts and finished hypotheses of one :func:`beam_search`."""
 
     K: int  # beam size
     max_new: int
@@ -68,31 +107,49 @@ class _Search:
     n_best: int
     early_stop: bool
     eos_id: int | None
-    finished: list[list[Hypothesis]]  # per sentence
+    count: Tensor  # (B,) hypotheses finished per sentence
+    best: Tensor  # (B, n_best) their best scores, descending (-inf: none); early_stop=False
+    records: list[tuple]  # finished hypotheses, read back by results()
 
     def lp(self, length: int) -> float:
         return length_penalty(length, self.alpha, self.form)
 
-    def finish(self, sentence: int, tokens: Tensor, log_p: float, length: int, eos: bool) -> None:
-        if math.isfinite(log_p):
-            hypothesis = Hypothesis(tokens.tolist(), log_p / self.lp(length), log_p, eos)
-            self.finished[sentence].append(hypothesis)
+    def count_finished(self, live: Tensor, log_p: Tensor, ended: Tensor, length: int) -> None:
+        """Sentences ``live`` ``(A,)`` finish the hypotheses ``ended`` ``(A, c)`` of log-probs
+        ``log_p`` ``(A, c)`` and ``length`` tokens: update their counts and best scores."""
+        self.count.index_add_(0, live, ended.sum(dim=1))
+        if not self.early_stop:
+            scores = log_p.to(self.best.dtype) / self.lp(length)  # (A, c)
+            scores = scores.masked_fill(~ended, float("-inf"))
+            merged = torch.cat([self.best[live], scores], dim=1)  # (A, n_best + c)
+            self.best[live] = merged.topk(self.n_best, dim=1).values
 
-    def done(self, sentence: int, best_live: float, length: int) -> bool:
-        """May ``sentence`` stop after ``length`` tokens, its best live log-prob ``best_live``?"""
-        finished = self.finished[sentence]
-        if not math.isfinite(best_live):  # no live hypothesis left
-            return True
+    def record(self, live: Tensor, tokens: Tensor, rows: Tensor, log_p: Tensor, ended: Tensor,
+               length: int, eos: bool) -> None:
+        """Keep the hypotheses ``ended`` ``(A, c)``: tokens ``tokens[rows[a, j]]``, log-probs
+        ``log_p[a, j]``, of sentence ``live[a]``; read back in :meth:`results`."""
+        self.records.append((live, tokens, rows, log_p, ended, length, eos))
+
+    def done(self, live: Tensor, best_live: Tensor, length: int) -> Tensor:
+        """``(A,)`` bool: may sentences ``live`` stop after ``length`` tokens, their best live
+        log-probs ``best_live`` ``(A,)``? (The module docstring's stopping rules.)"""
+        count = self.count[live]  # (A,)
         if self.early_stop:
-            return len(finished) >= self.K
-        if len(finished) < self.n_best:
-            return False
-        nth = sorted((h.score for h in finished), reverse=True)[self.n_best - 1]
-        largest_lp = max(self.lp(length + 1), self.lp(self.max_new))  # lp is monotone in L
-        return best_live / largest_lp <= nth
+            stop = count >= self.K
+        else:
+            largest_lp = max(self.lp(length + 1), self.lp(self.max_new))  # lp is monotone in L
+            nth = self.best[live, self.n_best - 1]  # (A,) the n_best-th best finished score
+            stop = (count >= self.n_best) & (best_live.to(self.best.dtype) / largest_lp <= nth)
+        return stop | ~best_live.isfinite()  # or no live hypothesis left
 
-    def results(self) -> list[list[Hypothesis]]:
-        return [sorted(f, key=lambda h: -h.score)[: self.n_best] for f in self.finished]
+    def results(self, batch: int) -> list[list[Hypothesis]]:
+        finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+        for live, tokens, rows, log_p, ended, length, eos in self.records:
+            sentences = live.unsqueeze(1).expand_as(ended)[ended].tolist()
+            ids, values = tokens[rows[ended]].tolist(), log_p[ended].tolist()
+            for sentence, hyp_ids, value in zip(sentences, ids, values, strict=True):
+                finished[sentence].append(Hypothesis(hyp_ids, value / self.lp(length), value, eos))
+        return [sorted(f, key=lambda h: -h.score)[: self.n_best] for f in finished]
 
 
 def beam_search(
@@ -140,70 +197,63 @@ def beam_search(
         raise ValueError(
             f"penalty_form must be one of {', '.join(PENALTY_FORMS)}, got {penalty_form!r}"
         )
-    with inference(model):
-        state, batch = make_state(
-            model,
-            src,
-            prompt,
-            bos_id=bos_id,
-            eos_id=eos_id,
-            use_cache=use_cache,
+    with inference(model, tokens_only=True):  # ids and floats out: inference_mode
+        state, batch = make_state(  # one row per source: the K beams start equal
+            model, src, prompt, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
             window_keep=window_keep,
-            repeat=beam_size,
         )
         if state.limit is not None:
             max_new_tokens = min(max_new_tokens, state.limit)
+        device = model_device(model)
         search = _Search(
             beam_size, max_new_tokens, float(length_penalty), penalty_form, n_best, early_stop,
-            eos_id, finished=[[] for _ in range(batch)],
+            eos_id, count=torch.zeros(batch, dtype=torch.long, device=device),
+            best=torch.full((batch, n_best), float("-inf"), dtype=_score_dtype(device), device=device),
+            records=[],
         )
         _run(state, search, batch)
-        return search.results()
+        return search.results(batch)
+
+
+def _score_dtype(device: torch.device) -> torch.dtype:
+    """Scores in float64, as Python's floats (exact stopping); MPS has no float64."""
+    return torch.float32 if device.type == "mps" else torch.float64
 
 
 def _run(state, search: _Search, batch: int) -> None:
-    """The beam loop; ``state`` holds ``K`` rows per live sentence, sentence-major."""
-    K, device = search.K, state.tokens.device
-    live = torch.arange(batch)  # (A,) the sentence of each group of K rows
-    log_p = torch.full((batch, K), float("-inf"), device=device)  # (A, K)
-    log_p[:, 0] = 0.0  # the K beams start equal: expand only the first
-    tokens = torch.zeros(batch * K, 0, dtype=torch.long, device=device)  # (A·K, t)
+    """The beam loop; ``state`` holds ``k`` rows per live sentence, sentence-major: ``k = 1``
+    until the first step, ``K`` after it."""
+    K, device = search.K, search.count.device
+    live = torch.arange(batch, device=device)  # (A,) the sentence of each group of rows
+    log_p = torch.zeros(batch, 1, device=device)  # (A, k): the K equal beams start as one
+    tokens = torch.zeros(batch, 0, dtype=torch.long, device=device)  # (A·k, t)
     for t in range(search.max_new):
-        log_p, parent, tok = _expand(state, search, live, log_p, tokens, t + 1)  # (A, K) each
-        rows = (torch.arange(len(live), device=device).unsqueeze(1) * K + parent).view(-1)  # (A·K,)
-        tokens = torch.cat([tokens[rows], tok.view(-1, 1)], dim=1)  # (A·K, t + 1)
-        if t + 1 == search.max_new:  # out of steps: the live hypotheses end unfinished
-            for i, sentence in enumerate(live.repeat_interleave(K).tolist()):
-                search.finish(sentence, tokens[i], float(log_p.view(-1)[i]), t + 1, False)
+        (A, k), length = log_p.shape, t + 1
+        step = torch.log_softmax(state.logits().float(), dim=-1)  # (A·k, V)
+        if state.blocked:
+            step[:, list(state.blocked)] = float("-inf")  # never generate pad or bos
+        ext = expand_beams(log_p, step, K, search.eos_id)
+        ext_rows = torch.arange(A, device=device).unsqueeze(1) * k + ext.parent  # (A, 2K)
+        search.count_finished(live, ext.log_p[:, :K], ext.ended, length)
+        log_p, rows, tok = (x.gather(1, ext.pick) for x in (ext.log_p, ext_rows, ext.token))  # (A, K)
+        if length == search.max_new:  # out of steps: the live hypotheses end unfinished
+            search.record(live, tokens, ext_rows[:, :K], ext.log_p[:, :K], ext.ended, length, True)
+            tokens = torch.cat([tokens[rows.view(-1)], tok.view(-1, 1)], dim=1)  # (A·K, T)
+            last = torch.arange(A * K, device=device).view(A, K)
+            search.record(live, tokens, last, log_p, log_p.isfinite(), length, False)
             return
-        best = log_p.max(dim=1).values.tolist()  # (A,)
-        keep = [not search.done(s, b, t + 1) for s, b in zip(live.tolist(), best, strict=True)]
-        if not any(keep):
+        done = search.done(live, log_p.max(dim=1).values, length)  # (A,)
+        *stop, any_ended = torch.cat([done, ext.ended.any().view(1)]).tolist()  # the host sync
+        if any_ended:
+            search.record(live, tokens, ext_rows[:, :K], ext.log_p[:, :K], ext.ended, length, True)
+        if all(stop):
             return
-        kept = torch.tensor(keep).nonzero().squeeze(1)  # (A',) finished sentences leave
-        live, log_p, tok = live[kept], log_p[kept.to(device)], tok[kept.to(device)]  # (A', K)
-        rows = rows.view(-1, K)[kept.to(device)].view(-1)  # (A'·K,)
-        tokens = tokens.view(-1, K, t + 1)[kept.to(device)].view(-1, t + 1)  # (A'·K, t + 1)
-        state.select(rows)  # the KV cache follows the surviving hypotheses
+        if any(stop):  # finished sentences leave the batch
+            kept = torch.tensor([a for a, s in enumerate(stop) if not s], device=device)  # (A',)
+            live, log_p, rows, tok = live[kept], log_p[kept], rows[kept], tok[kept]
+        rows = rows.view(-1)  # (A'·K,) the state row each new hypothesis extends
+        tokens = torch.cat([tokens[rows], tok.view(-1, 1)], dim=1)  # (A'·K, t + 1)
+        # the KV cache follows the surviving hypotheses; while no sentence leaves, each row stays
+        # on its own sentence's rows, whose memory and cross-attention keys/values are equal
+        state.select(rows, same_sources=k == K and not any(stop))
         state.append(tok.view(-1))
-
-
-def _expand(
-    state, search: _Search, live: Tensor, log_p: Tensor, tokens: Tensor, length: int
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Score every one-token extension, finish those ending in eos among the top ``K``, and
-    return the ``K`` best others: log-probs, parent beams and tokens, each ``(A, K)``."""
-    K, (A, _) = search.K, log_p.shape
-    step = torch.log_softmax(state.logits().float(), dim=-1)  # (A·K, V)
-    if state.blocked:
-        step[:, list(state.blocked)] = float("-inf")  # never generate pad or bos
-    V = step.shape[-1]
-    cand = (log_p.unsqueeze(-1) + step.view(A, K, V)).view(A, K * V)  # (A, K·V)
-    top, flat = cand.topk(min(2 * K, K * V), dim=-1)  # (A, C) best first
-    parent, tok = flat // V, flat % V  # (A, C)
-    is_eos = tok == (-1 if search.eos_id is None else search.eos_id)  # (A, C)
-    for a, j in (is_eos[:, :K] & top[:, :K].isfinite()).nonzero().tolist():
-        search.finish(int(live[a]), tokens[a * K + parent[a, j]], float(top[a, j]), length, True)
-    rank = torch.arange(top.shape[1], device=top.device) + top.shape[1] * is_eos  # (A, C)
-    pick = rank.argsort(dim=-1)[:, :K]  # (A, K) the K best that do not end in eos
-    return top.gather(1, pick), parent.gather(1, pick), tok.gather(1, pick)

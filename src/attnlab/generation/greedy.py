@@ -16,6 +16,7 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
+from attnlab.devices import model_device
 from attnlab.generation.state import check_count, inference, make_state
 
 
@@ -76,10 +77,13 @@ def decode_rows(
     return out
 
 
-def masked_argmax(logits: Tensor, blocked: Sequence[int]) -> Tensor:
-    """``argmax`` over the vocabulary of ``logits`` ``(R, V)``, never choosing a ``blocked`` id."""
-    if blocked:
-        logits = logits.index_fill(-1, torch.tensor(blocked, device=logits.device), float("-inf"))
+def masked_argmax(logits: Tensor, blocked: Sequence[int] | Tensor) -> Tensor:
+    """``argmax`` over the vocabulary of ``logits`` ``(R, V)``, never choosing a ``blocked`` id
+    (a list, or the ids as a tensor on ``logits``' device, built once for a whole search)."""
+    if len(blocked):
+        if not isinstance(blocked, Tensor):
+            blocked = torch.tensor(blocked, device=logits.device)
+        logits = logits.index_fill(-1, blocked, float("-inf"))
     return logits.argmax(dim=-1)  # (R,)
 
 
@@ -127,5 +131,6 @@ def greedy_search(
         )
         if state.limit is not None:
             max_new_tokens = min(max_new_tokens, state.limit)
-        choose = partial(masked_argmax, blocked=state.blocked)
+        blocked = torch.tensor(state.blocked, dtype=torch.long, device=model_device(model))
+        choose = partial(masked_argmax, blocked=blocked)
         return decode_rows(state, choose, max_new_tokens, stop_set(eos_id))

@@ -163,7 +163,8 @@ class DecoderOnlyState(DecodingRows):
         self.cached = length
         return logits
 
-    def select(self, index: Tensor) -> None:
+    def select(self, index: Tensor, *, same_sources: bool = False) -> None:
+        """Keep rows ``index`` ``(R',)`` (``same_sources``: see :class:`EncoderDecoderState`)."""
         self.tokens = self.tokens.index_select(0, index)  # (R', L)
         if self.cache is not None:
             self.cache.reorder(index)
@@ -211,13 +212,18 @@ class EncoderDecoderState(DecodingRows):
         self.cached = self.tokens.shape[1]
         return logits
 
-    def select(self, index: Tensor) -> None:
+    def select(self, index: Tensor, *, same_sources: bool = False) -> None:
+        """Keep rows ``index`` ``(R',)``. ``same_sources``: row ``i`` was already a row of the
+        source that row ``index[i]`` decodes (beam search reordering one sentence's hypotheses),
+        so the memory, the source mask and the static (cross-attention) caches, equal across
+        those rows, stay as they are; only the tokens and the growing caches follow ``index``."""
         self.tokens = self.tokens.index_select(0, index)  # (R', T)
-        self.memory = self.memory.index_select(0, index)  # (R', S, d)
-        if self.src_mask is not None:
-            self.src_mask = self.src_mask.index_select(0, index)  # (R', S)
+        if not same_sources:
+            self.memory = self.memory.index_select(0, index)  # (R', S, d)
+            if self.src_mask is not None:
+                self.src_mask = self.src_mask.index_select(0, index)  # (R', S)
         if self.cache is not None:
-            self.cache.reorder(index)
+            self.cache.reorder(index, static=not same_sources)
 
 
 def make_state(

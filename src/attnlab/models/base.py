@@ -128,10 +128,13 @@ class ModelCache(list):
         first = self[0] if len(self) else KVCache()
         return len(first[0] if isinstance(first, tuple) else first)
 
-    def reorder(self, index: Tensor) -> None:
+    def reorder(self, index: Tensor, *, static: bool = True) -> None:
+        """Keep rows ``index``; ``static=False`` leaves the static (cross-attention) caches as
+        they are — for an ``index`` that keeps every row on rows of its own source."""
         for entry in self:
             for cache in entry if isinstance(entry, tuple) else (entry,):
-                cache.reorder(index)
+                if static or not cache.static:
+                    cache.reorder(index)
 
 
 class StateCache(dict):
@@ -146,6 +149,8 @@ class StateCache(dict):
         super().__init__()
         self.offset = 0
 
-    def reorder(self, index: Tensor) -> None:
+    def reorder(self, index: Tensor, *, static: bool = True) -> None:
+        """Keep rows ``index`` of every tensor (``static`` is :class:`ModelCache`'s: a recurrent
+        state names no static part, so all of it follows ``index``)."""
         for name, value in self.items():
             self[name] = value.index_select(0, index)
