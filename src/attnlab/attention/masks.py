@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlab.validation import check_floating, check_rank, check_tensor, shape_str
+from attnlab.validation import check_floating, check_rank, check_tensor, inputs_trusted, shape_str
 
 
 def causal_mask(
@@ -177,13 +177,16 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
         weights of ``scores``' shape: each row sums to 1 over its allowed keys, is exactly 0 on
         blocked keys, and is all zeros (with finite gradients) when every key is blocked.
     """
-    check_tensor("scores", scores)
-    check_floating("scores", scores)
+    trusted = inputs_trusted()
+    if not trusted:
+        check_tensor("scores", scores)
+        check_floating("scores", scores)
     if mask is None:
         return torch.softmax(scores, dim=dim)
-    if scores.dim() == 0:
-        raise ValueError("scores must have at least 1 dimension (..., n_k), got a scalar")
-    check_mask(mask, tuple(scores.shape))
+    if not trusted:
+        if scores.dim() == 0:
+            raise ValueError("scores must have at least 1 dimension (..., n_k), got a scalar")
+        check_mask(mask, tuple(scores.shape))
     if mask.dtype != torch.bool:
         mask = mask.to(scores.dtype)  # first: a value beyond the dtype's range is -inf, blocked
         scores = scores + mask  # the lecture's S + M
