@@ -13,10 +13,7 @@ flash kernel is several times slower than the explicit path — its backward mos
 (B·n = 4,500 tokens, 4 heads of 64, 2 cores: n = 18 forward + backward 46 ms fused vs 6 ms
 explicit; n = 256 29 vs 21 ms; n = 512 48 vs 58 ms). :func:`scaled_dot_product_attention`
 therefore takes the explicit path there (``n_k ≤ 256`` with gradients, ``n_k ≤ 64``
-without), computing the softmax in float32. In float32 the kernel also loses on a decoding
-step over many rows — one query per row, no gradients, ``B·H ≥ 64`` rows (beam search, batched
-translation): 1,280 rows × 20 keys 1.75 ms fused vs 0.46 ms explicit, 256 × 64 0.30 vs 0.22 ms,
-while at 6 rows (a GPT at batch 1) the kernel is twice as fast (one thread, issue 19).
+without), computing the softmax in float32.
 
 Tests pin the two paths to each other. Both follow docs/design.md's mask convention and both
 return zeros for a query whose every key is blocked.
@@ -133,18 +130,13 @@ def scaled_dot_product_attention(
 # precision (see the module docstring for the measurements).
 EXPLICIT_MAX_KEYS_TRAIN = 256
 EXPLICIT_MAX_KEYS_INFER = 64
-# Fewest single-query rows (B·H) for which the explicit path beats the kernel in float32.
-EXPLICIT_MIN_DECODING_ROWS = 64
 
 
 def _explicit_is_faster(q: Tensor, k: Tensor) -> bool:
-    if q.device.type != "cpu":
+    if q.device.type != "cpu" or q.dtype not in (torch.bfloat16, torch.float16):
         return False
     training = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
-    if q.dtype in (torch.bfloat16, torch.float16):
-        return k.shape[-2] <= (EXPLICIT_MAX_KEYS_TRAIN if training else EXPLICIT_MAX_KEYS_INFER)
-    decoding_rows = math.prod(q.shape[:-2]) if q.shape[-2] == 1 else 0  # B·H single queries
-    return not training and decoding_rows >= EXPLICIT_MIN_DECODING_ROWS
+    return k.shape[-2] <= (EXPLICIT_MAX_KEYS_TRAIN if training else EXPLICIT_MAX_KEYS_INFER)
 
 
 def _explicit_attention(
