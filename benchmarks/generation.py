@@ -82,6 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpt-tokens", type=int, help="new tokens in (c) (default 256; quick 64)")
     p.add_argument("--only", choices=("a", "b", "c", "d"), help="run one table")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: see doc)")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="time calls by wall clock or by this thread's CPU time (one thread only)")
     args = p.parse_args(argv)
     args.rounds = args.rounds or (2 if args.quick else 3)
     args.new_tokens = args.new_tokens or (100 if args.quick else 500)
@@ -98,8 +100,9 @@ def print_table(title: str, header: list[str], rows: list[list[object]]) -> None
         print("| " + " | ".join(str(x) for x in row) + " |")
 
 
-def timed(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    return _timing.time_interleaved(fns, rounds=rounds, warmup=1, min_sample_s=0.0)
+def timed(fns: dict[str, Callable[[], object]], args: argparse.Namespace) -> dict[str, list[float]]:
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    return _timing.time_interleaved(fns, rounds=args.rounds, warmup=1, min_sample_s=0.0, clock=clock)
 
 
 def cache_table(args: argparse.Namespace) -> None:
@@ -115,7 +118,7 @@ def cache_table(args: argparse.Namespace) -> None:
             return sample(model, prompt, args.new_tokens, seed=0, use_cache=use_cache)
         if run(True) != run(False):
             raise SystemExit(f"block_size={block_size}: cached and uncached sampling differ")
-        times = timed({"cache": lambda: run(True), "no cache": lambda: run(False)}, args.rounds)
+        times = timed({"cache": lambda: run(True), "no cache": lambda: run(False)}, args)
         rows.append([
             block_size, "no" if block_size >= args.context + args.new_tokens else "yes (keep 128)",
             f"{_timing.median(times['cache']):.2f}", f"{_timing.median(times['no cache']):.2f}",
@@ -185,7 +188,7 @@ def minimal_table(args: argparse.Namespace) -> None:
                "attnlab": lambda p=prompt: greedy_search(model, prompt=p, max_new_tokens=new)}
         if fns["minimal"]() != fns["attnlab"]():
             raise SystemExit(f"batch {batch}: attnlab greedy_search and the minimal reference differ")
-        times = timed(fns, args.rounds)
+        times = timed(fns, args)
         rows.append([batch] + [f"{batch * new / _timing.median(times[k]):.0f}" for k in fns] + [
             f"**{_timing.paired_ratio(times['minimal'], times['attnlab']):.2f}×**", "yes"])
     print_table(
@@ -238,7 +241,7 @@ def translation_table(args: argparse.Namespace) -> None:
         "floor: decode calls, 1 row a source": lambda: decoder_calls(model, src, 1, args.max_len),
         "floor: decode calls, 5 rows a source": lambda: decoder_calls(model, src, 5, args.max_len),
     }
-    times = timed(fns, args.rounds)
+    times = timed(fns, args)
     base = times["greedy"]
     rows = [[name, f"{_timing.median(t):.2f}",
              f"{args.sentences / _timing.median(t):.1f}",
@@ -325,7 +328,7 @@ def minimal_translation_table(args: argparse.Namespace) -> None:
                "beam 5": lambda s=src: beam_search(model, s, beam_size=5, **common)}
         if fns["minimal"]() != fns["greedy"]():
             raise SystemExit(f"batch {batch}: attnlab greedy_search and the minimal reference differ")
-        times = timed(fns, args.rounds)
+        times = timed(fns, args)
         rows.append([batch] + [f"{batch * steps / _timing.median(times[k]):.0f}" for k in fns] + [
             f"**{_timing.paired_ratio(times['minimal'], times['greedy']):.2f}×**", "yes",
             f"**{_timing.paired_ratio(times['beam 5'], times['greedy']):.2f}×**"])
@@ -343,7 +346,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# attnlab generation benchmark{' (quick)' if args.quick else ''}\n")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{torch.backends.cpu.get_cpu_capability()}, {platform.machine()}, "
-          f"{args.rounds} interleaved rounds after 1 warm-up call; float32, eval, no grad")
+          f"{args.rounds} interleaved rounds after 1 warm-up call, {args.clock} clock; "
+          "float32, eval, no grad")
     start = time.perf_counter()
     tables = (("a", cache_table), ("b", translation_table), ("c", minimal_table),
               ("d", minimal_translation_table))

@@ -159,18 +159,8 @@ def timed(fns: dict[str, Callable[[], object]], rounds: int, clock: str) -> dict
     """Seconds per call of each candidate, ``rounds`` interleaved samples each (module doc)."""
     if clock == "wall":
         return _timing.time_interleaved(fns, rounds=rounds, warmup=1, min_sample_s=0.3)
-    spent: dict[str, list[float]] = {name: [] for name in fns}
-
-    def on_cpu(name: str, fn: Callable[[], object]) -> Callable[[], None]:
-        def run() -> None:
-            start = time.thread_time()
-            fn()
-            spent[name].append(time.thread_time() - start)
-        return run
-
-    _timing.time_interleaved({n: on_cpu(n, f) for n, f in fns.items()}, rounds=rounds, warmup=1,
-                             min_sample_s=0.0)  # one call a sample
-    return {name: times[1:] for name, times in spent.items()}  # without the warm-up call
+    return _timing.time_interleaved(fns, rounds=rounds, warmup=1, min_sample_s=0.0,
+                                    clock=time.thread_time)  # one call a sample
 
 
 def greedy(model, src: Tensor) -> list[list[int]]:
