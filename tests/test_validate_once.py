@@ -108,19 +108,19 @@ def numpy_angles(positions: np.ndarray, head_dim: int, base: float = 10000.0) ->
     return positions[:, None].astype(np.float64) * theta  # (n, d_h/2)
 
 
-def test_rope_tables_are_the_formula_sliced_from_one_cache():
+def test_rope_rotations_are_the_formula_sliced_from_one_cache():
     rope = RotaryEmbedding(8)
     x = torch.zeros(1, 1, 5, 8)
-    cos, sin = rope.tables(5, 3, x)
+    rotation = rope.rotations(5, 3, x)  # (5, 4) complex: e^{i m θ_i}
     angles = numpy_angles(np.arange(3, 8), 8)
-    np.testing.assert_allclose(cos.numpy(), np.cos(angles), rtol=0, atol=1e-7)
-    np.testing.assert_allclose(sin.numpy(), np.sin(angles), rtol=0, atol=1e-7)
-    again, _ = rope.tables(2, 0, x)
-    assert again.data_ptr() == cos.data_ptr() - 3 * cos.stride(0) * cos.element_size()  # same table
-    long_cos, _ = rope.tables(10, 200, x)  # past the table: it grows, values still the formula
-    np.testing.assert_allclose(long_cos.numpy(), np.cos(numpy_angles(np.arange(200, 210), 8)),
+    np.testing.assert_allclose(rotation.real.numpy(), np.cos(angles), rtol=0, atol=1e-7)
+    np.testing.assert_allclose(rotation.imag.numpy(), np.sin(angles), rtol=0, atol=1e-7)
+    again = rope.rotations(2, 0, x)
+    assert again.data_ptr() == rotation.data_ptr() - 3 * rotation.stride(0) * rotation.element_size()
+    longer = rope.rotations(10, 200, x)  # past the table: it grows, values still the formula
+    np.testing.assert_allclose(longer.real.numpy(), np.cos(numpy_angles(np.arange(200, 210), 8)),
                                rtol=0, atol=1e-6)
-    half, _ = rope.tables(5, 3, x.bfloat16())  # one table per dtype
-    assert half.dtype == torch.bfloat16
+    assert rope.rotations(5, 3, x.bfloat16()).dtype == torch.complex64  # rotated in float32
+    assert rope.rotations(5, 3, x.double()).dtype == torch.complex128
     with pytest.raises(ValueError, match="offset must be >= 0, got -1"):
-        rope.tables(2, -1, x)
+        rope.rotations(2, -1, x)

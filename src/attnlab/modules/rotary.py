@@ -52,12 +52,6 @@ class RotaryEmbedding(nn.Module):
             table = self._tables[key] = self._build(length, *key)
         return table[offset : offset + n]
 
-    def tables(self, n: int, offset: int, like: Tensor) -> tuple[Tensor, Tensor]:
-        """``cos(m θ_i)`` and ``sin(m θ_i)``, ``(n, d_h/2)`` each in ``like``'s dtype: the real
-        and imaginary parts of :meth:`rotations`."""
-        rotation = self.rotations(n, offset, like)
-        return rotation.real.to(like.dtype), rotation.imag.to(like.dtype)
-
     def _build(self, length: int, device: torch.device, dtype: torch.dtype) -> Tensor:
         exact = torch.float32 if device.type == "mps" else torch.float64
         with torch.inference_mode(False), torch.no_grad():
