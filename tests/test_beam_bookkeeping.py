@@ -88,8 +88,10 @@ class RandomTranslator(nn.Module):
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         return src.float().unsqueeze(-1), src != PAD  # memory (B, S, 1): the ids themselves
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None) -> Tensor:
         self.calls.append(tgt.shape[0])
+        if src_mask is None:  # no source is padded
+            src_mask = torch.ones(memory.shape[:2], dtype=torch.bool)
         sources = [tuple(m[mask].long().tolist()) for m, mask in zip(memory[..., 0], src_mask, strict=True)]
         rows = [self.next_logits(s, tuple(t)) for s, t in zip(sources, tgt.tolist(), strict=True)]
         return torch.stack(rows).unsqueeze(1)  # (R, 1, V): the last position's logits

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from attnlab.generation import greedy_search, window_start
+from attnlab.generation.state import make_state
 from generation_toys import BOS, EOS, PAD, reversal_batch, tiny_gpt, toy_translator
 
 
@@ -152,6 +153,36 @@ def test_restores_training_mode(translator, batch):
         assert translator.training
     finally:
         translator.eval()
+
+
+def test_restores_each_modules_mode_and_decodes_in_eval(translator, batch):
+    translator.train()
+    translator.decoder.layers[0].eval()  # mixed modes come back as they were
+    before = {name: m.training for name, m in translator.named_modules()}
+    seen = []
+    hook = translator.decoder.register_forward_pre_hook(
+        lambda module, args: seen.append(any(m.training for m in translator.modules()))
+    )
+    try:
+        greedy_search(translator, batch, max_new_tokens=3, bos_id=BOS, eos_id=EOS)
+        assert seen and not any(seen)  # every decoding step ran in eval mode
+        assert {name: m.training for name, m in translator.named_modules()} == before
+    finally:
+        hook.remove()
+        translator.eval()
+
+
+def test_unpadded_sources_drop_the_mask(translator, batch):
+    """Sources without padding decode with no mask (nothing to look at each step); padded ones
+    keep theirs; both equal the per-sentence reference."""
+    same = batch[:, :2].clone()  # every row's first 2 tokens: no padding
+    assert bool((same != PAD).all())
+    with torch.inference_mode():
+        assert make_state(translator, same, None, bos_id=BOS, eos_id=EOS, use_cache=True)[0].src_mask is None
+        padded = make_state(translator, batch, None, bos_id=BOS, eos_id=EOS, use_cache=True)[0]
+        assert padded.src_mask is not None and not bool(padded.src_mask.all())
+    out = greedy_search(translator, same, max_new_tokens=6, bos_id=BOS, eos_id=EOS)
+    assert out == [reference_translate(translator, row, 6) for row in same]
 
 
 @pytest.mark.parametrize(

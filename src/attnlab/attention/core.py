@@ -179,6 +179,8 @@ def _fused_attention(
         mask = mask.to(q.dtype)
     if mask.dim() == 1:  # a (n_k,) key mask: the kernel needs (..., n_q, n_k)
         mask = mask[None, :]  # (1, n_k)
+    if dropout == 0.0 and kernel_zeroes_blocked_rows(q.device, q.dtype):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     # Rows with every key blocked would give NaN inside the kernel: open them, then zero them.
     has_key = allowed_keys(mask).any(dim=-1, keepdim=True)  # (..., n_q, 1)
     # Nothing to fix? Answering needs a host sync: only in eager mode on the CPU.
@@ -187,3 +189,34 @@ def _fused_attention(
     safe_mask = mask.masked_fill(~has_key, True if mask.dtype == torch.bool else 0.0)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout, scale=scale)
     return out.masked_fill(~has_key, 0.0)  # (..., n_q, d_v)
+
+
+_ZEROES_BLOCKED_ROWS: dict[tuple[str, torch.dtype], bool] = {}
+
+
+def kernel_zeroes_blocked_rows(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether PyTorch's own kernel already gives what docs/design.md asks for a query whose
+    every key is blocked — an output row of zeros and finite gradients — so the fix in
+    :func:`_fused_attention` (and its host sync) can be skipped. Probed once per dtype on the
+    CPU (PyTorch 2.13's CPU kernels do; older releases gave NaN); ``False`` on other devices,
+    whose kernel depends on the shapes."""
+    key = (device.type, dtype)
+    if key not in _ZEROES_BLOCKED_ROWS:
+        _ZEROES_BLOCKED_ROWS[key] = device.type == "cpu" and _probe_blocked_rows(dtype)
+    return _ZEROES_BLOCKED_ROWS[key]
+
+
+def _probe_blocked_rows(dtype: torch.dtype) -> bool:
+    """Two queries over two keys, the second query's keys all blocked, by a boolean and by an
+    additive mask: zeros in its output row, and finite gradients."""
+    ok = True
+    with torch.inference_mode(False), torch.enable_grad():  # decoding may run under inference
+        blocked = torch.tensor([[True, True], [False, False]])  # (n_q, n_k), True = allowed
+        additive = torch.zeros(2, 2).masked_fill(~blocked, float("-inf")).to(dtype)
+        for mask in (blocked, additive):
+            q, k, v = (torch.ones(1, 1, 2, 2, dtype=dtype, requires_grad=True) for _ in range(3))
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (1, 1, 2, 2)
+            out.sum().backward()
+            grads = torch.cat([t.grad.flatten() for t in (q, k, v)])
+            ok = ok and bool((out[..., 1, :] == 0).all()) and bool(grads.isfinite().all())
+    return ok

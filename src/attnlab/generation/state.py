@@ -55,19 +55,21 @@ def is_encoder_decoder(model: nn.Module) -> bool:
 
 @contextmanager
 def inference(model: nn.Module, *, tokens_only: bool = False) -> Iterator[None]:
-    """Eval mode (no dropout) and no autograd while decoding; the model's mode is restored.
+    """Eval mode (no dropout) and no autograd while decoding; each module's mode is restored.
 
     ``tokens_only``: the block returns token ids and scores, no tensor that could later join
     autograd, so it runs under ``torch.inference_mode`` — cheaper per op than ``no_grad``
     (no version counters, no autograd metadata), which a one-token decoding step feels.
     """
-    was_training = model.training
-    model.eval()
+    training = [m for m in model.modules() if m.training]  # usually none: no walk to undo
+    for m in training:
+        m.training = False  # what model.eval() sets, without touching the others
     try:
         with torch.inference_mode() if tokens_only else torch.no_grad():
             yield
     finally:
-        model.train(was_training)
+        for m in training:
+            m.training = True
 
 
 def window_start(length: int, start: int, block_size: int, keep: int) -> int:
@@ -275,6 +277,8 @@ def make_state(
             f"dimension, got shape {shape_str(src.shape)}"
         )
     memory, src_mask = model.encode(src.to(device))  # (B, S, d), (B, S)
+    if src_mask is not None and bool(src_mask.all()):
+        src_mask = None  # no padding: nothing to mask, and no per-step look at the mask
     memory = memory.repeat_interleave(repeat, dim=0)  # (B·repeat, S, d)
     if src_mask is not None:
         src_mask = src_mask.repeat_interleave(repeat, dim=0)  # (B·repeat, S)
