@@ -305,12 +305,12 @@ def test_causal_mask_helper_and_is_causal_agree():
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("n_k, grad, explicit", [(18, True, True), (256, True, True), (300, True, False),
-                                                  (64, False, True), (65, False, False)])
-def test_half_precision_cpu_route_follows_measured_crossover(dtype, n_k, grad, explicit):
-    from attnlab.attention import core
-
-    q, k, v = (t.requires_grad_(grad) for t in rand_qkv(1, 1, 3, n_k, 8, 8, dtype=dtype))
+@pytest.mark.parametrize("n_q, n_k, grad, explicit", [
+    (3, 18, True, True), (3, 256, True, True), (3, 300, True, False), (1, 300, True, False),
+    (3, 128, False, True), (3, 129, False, False), (1, 4096, False, True),  # a decoding step
+])
+def test_half_precision_cpu_route_follows_measured_crossover(dtype, n_q, n_k, grad, explicit):
+    q, k, v = (t.requires_grad_(grad) for t in rand_qkv(1, 1, n_q, n_k, 8, 8, dtype=dtype))
     assert core._explicit_is_faster(q, k) is explicit
     assert not core._explicit_is_faster(q.float(), k.float())  # float32 keeps PyTorch's kernel
 

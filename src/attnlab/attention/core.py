@@ -12,8 +12,12 @@ On CPU with bfloat16 / float16 inputs (bf16 autocast training) and short sequenc
 flash kernel is several times slower than the explicit path — its backward most of all
 (B·n = 4,500 tokens, 4 heads of 64, 2 cores: n = 18 forward + backward 46 ms fused vs 6 ms
 explicit; n = 256 29 vs 21 ms; n = 512 48 vs 58 ms). :func:`scaled_dot_product_attention`
-therefore takes the explicit path there (``n_k ≤ 256`` with gradients, ``n_k ≤ 64``
-without), computing the softmax in float32.
+therefore takes the explicit path there (``n_k ≤ 256`` with gradients, ``n_k ≤ 128``
+without, and a single query — a cached decoding step — at any length), computing the softmax
+in float32. ``benchmarks/attention_threshold.py`` re-measures the crossover on the CPU it runs
+on (docs/benchmarks.md: on the AMD EPYC without AMX, forward-only explicit wins up to 128 keys,
+a single query 2-7× at every length; for training the whole GPT step at 256 keys is 1.12-1.15×
+the reference with the explicit path against 0.99-1.02× with the fused one).
 
 Tests pin the two paths to each other. Both follow docs/design.md's mask convention and both
 return zeros for a query whose every key is blocked.
@@ -127,15 +131,18 @@ def scaled_dot_product_attention(
 
 
 # Longest key sequence for which the explicit path beats PyTorch's CPU flash kernel in half
-# precision (see the module docstring for the measurements).
+# precision (see the module docstring for the measurements; benchmarks/attention_threshold.py
+# re-measures them on another CPU).
 EXPLICIT_MAX_KEYS_TRAIN = 256
-EXPLICIT_MAX_KEYS_INFER = 64
+EXPLICIT_MAX_KEYS_INFER = 128
 
 
 def _explicit_is_faster(q: Tensor, k: Tensor) -> bool:
     if q.device.type != "cpu" or q.dtype not in (torch.bfloat16, torch.float16):
         return False
     training = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
+    if not training and q.shape[-2] == 1:  # a decoding step: O(n_k) either way, and the kernel
+        return True  # costs 2-7x the explicit product at every n_k measured (64 .. 4096)
     return k.shape[-2] <= (EXPLICIT_MAX_KEYS_TRAIN if training else EXPLICIT_MAX_KEYS_INFER)
 
 
