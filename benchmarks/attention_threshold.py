@@ -21,7 +21,9 @@ q, k and v are views of one packed ``(B, n, 3, H, d_h)`` tensor, as ``MultiHeadA
 single QKV matmul leaves them (not contiguous per head: the fused kernel's backward pays for
 that, and isolated contiguous inputs would favour it);
 * ``infer``: forward under ``torch.inference_mode`` (evaluation, the prompt of a generation);
-* ``step``: one query against n keys (a cached decoding step), B·4 heads.
+* ``step``: one query against n keys (a cached decoding step), B·4 heads;
+* ``step, 1 row``: the same for a single row (batch 1 decoding), where the kernel's cost,
+  which grows with rows × heads × keys, can undercut the explicit path's fixed cost.
 
 Ratio = fused time / explicit time (median of interleaved per-round ratios); > 1 means the
 explicit path is faster. The last column says which path ``core`` takes at that n.
@@ -70,13 +72,13 @@ def fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> to
 def case(mode: str, n: int, args: argparse.Namespace) -> dict[str, Callable[[], object]]:
     """The two paths on one shape, as zero-argument calls (checked equal first)."""
     dtype = getattr(torch, args.dtype)
-    batch = max(1, args.tokens // n)
-    n_q = 1 if mode == "step" else n
+    batch = 1 if mode == "step, 1 row" else max(1, args.tokens // n)
+    n_q = 1 if mode.startswith("step") else n
     g = torch.Generator().manual_seed(n)
     packed = torch.randn(batch, n, 3, HEADS, D_HEAD, generator=g).to(dtype)  # one qkv matmul's output
     q, k, v = packed.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, H, n, d_h) views, as in the model
     q = q[..., -n_q:, :]
-    causal = mode != "step"  # one query, the last: it sees every key
+    causal = n_q > 1  # one query, the last: it sees every key
     calls = {}
     for name, path in (("explicit", explicit), ("fused", fused)):
         if mode == "train":
@@ -95,9 +97,15 @@ def case(mode: str, n: int, args: argparse.Namespace) -> dict[str, Callable[[], 
     return calls
 
 
-def core_takes(mode: str, n: int) -> str:
-    limit = core.EXPLICIT_MAX_KEYS_TRAIN if mode == "train" else core.EXPLICIT_MAX_KEYS_INFER
-    return "explicit" if n <= limit else "fused"
+def core_takes(mode: str, n: int, tokens: int, dtype: torch.dtype) -> str:
+    """The path ``core`` picks for this shape (asked, not restated)."""
+    train = mode == "train"
+    rows = 1 if mode == "step, 1 row" else max(1, tokens // n)
+    n_q = 1 if mode.startswith("step") else n
+    q = torch.zeros(rows, HEADS, n_q, D_HEAD, dtype=dtype, requires_grad=train)
+    k = torch.zeros(rows, HEADS, n, D_HEAD, dtype=dtype, requires_grad=train)
+    with torch.set_grad_enabled(train):
+        return "explicit" if core._explicit_is_faster(q, k) else "fused"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -108,18 +116,20 @@ def main(argv: list[str] | None = None) -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.dtype}, "
           f"{args.tokens} query positions a call, {HEADS} heads of {D_HEAD}, "
           f"{args.rounds} interleaved rounds; core: explicit up to "
-          f"{core.EXPLICIT_MAX_KEYS_TRAIN} keys with gradients, {core.EXPLICIT_MAX_KEYS_INFER} without")
+          f"{core.EXPLICIT_MAX_KEYS_TRAIN} keys with gradients, {core.EXPLICIT_MAX_KEYS_INFER} without, "
+          f"a single query from {core.EXPLICIT_MIN_STEP_SCORES} scores (rows × heads × keys)")
     start = time.perf_counter()
-    for mode in ("train", "infer", "step"):
+    for mode in ("train", "infer", "step", "step, 1 row"):
         print(f"\n({mode})\n\n| n | explicit ms | fused ms | fused / explicit | faster | core takes |")
         print("|---:|---:|---:|---:|---|---|")
         for n in args.lengths:
             calls = case(mode, n, args)
             t = _timing.time_interleaved(calls, rounds=args.rounds, warmup=1, min_sample_s=0.05)
             ratio = _timing.paired_ratio(t["fused"], t["explicit"])
+            takes = core_takes(mode, n, args.tokens, getattr(torch, args.dtype))
             print(f"| {n} | {_timing.median(t['explicit']) * 1e3:.2f} | "
                   f"{_timing.median(t['fused']) * 1e3:.2f} | {ratio:.2f} | "
-                  f"{'explicit' if ratio > 1 else 'fused'} | {core_takes(mode, n)} |", flush=True)
+                  f"{'explicit' if ratio > 1 else 'fused'} | {takes} |", flush=True)
     print(f"\n(total {time.perf_counter() - start:.0f} s)")
 
 

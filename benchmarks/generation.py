@@ -82,6 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpt-tokens", type=int, help="new tokens in (c) (default 256; quick 64)")
     p.add_argument("--only", choices=("a", "b", "c", "d"), help="run one table")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: see doc)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="(c) and (d): the models' precision, the reference's too")
     p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="time calls by wall clock or by this thread's CPU time (one thread only)")
     args = p.parse_args(argv)
@@ -143,7 +145,7 @@ def minimal_greedy(model: GPT, prompt: torch.Tensor, new_tokens: int) -> list[li
     c, (b, n) = model.config, prompt.shape
     h, d_h, t_max = c.num_heads, c.d_model // c.num_heads, n + new_tokens
     layers = [(layer.norm1, layer.self_attn, layer.norm2, layer.ffn) for layer in model.decoder.layers]
-    kv = torch.empty(len(layers), 2, b, h, t_max, d_h)
+    kv = torch.empty(len(layers), 2, b, h, t_max, d_h, dtype=model.tok_embed.weight.dtype)
     pos, final = model.pos.absolute.embedding.weight, model.decoder.norm
 
     def norm(ln: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -180,7 +182,7 @@ def minimal_table(args: argparse.Namespace) -> None:
     torch.manual_seed(0)
     config = GPTConfig(vocab_size=65, block_size=n + new, d_model=384, num_heads=6, num_layers=6,
                        dropout=0.0)
-    model = GPT(config).eval()
+    model = GPT(config).eval().to(getattr(torch, args.dtype))
     rows = []
     for batch in (1, 8):
         prompt = torch.randint(0, 65, (batch, n))
@@ -293,7 +295,7 @@ def minimal_translate(model: Transformer, src: torch.Tensor, steps: int) -> list
             w, bias = layer.cross_attn.in_proj.weight, layer.cross_attn.in_proj.bias
             k, v = F.linear(x, w[d:], bias[d:]).split(d, dim=-1)
             layers.append((layer, w[:d], bias[:d], heads(k), heads(v)))
-        kv = torch.empty(len(layers), 2, b, h, steps, d_h)
+        kv = torch.empty(len(layers), 2, b, h, steps, d_h, dtype=embed.dtype)
         token, out = torch.full((b,), BOS), torch.empty(b, steps, dtype=torch.long)
         for t in range(steps):
             y = embed[token][:, None] * scale + pos[t]  # (B, 1, d)
@@ -314,7 +316,7 @@ def minimal_translate(model: Transformer, src: torch.Tensor, steps: int) -> list
 
 def minimal_translation_table(args: argparse.Namespace) -> None:
     """attnlab's ``greedy_search`` (and beam 5) vs :func:`minimal_translate` on (b)'s model."""
-    model, steps = translation_model(), args.max_len
+    model, steps = translation_model().to(getattr(torch, args.dtype)), args.max_len
     c = model.config
     if c.norm_first or c.activation != "relu" or c.positional != "sinusoidal" or not c.tie_output:
         raise SystemExit("minimal_translate implements the post-LN, ReLU, sinusoidal, tied Transformer")
@@ -347,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{torch.backends.cpu.get_cpu_capability()}, {platform.machine()}, "
           f"{args.rounds} interleaved rounds after 1 warm-up call, {args.clock} clock; "
-          "float32, eval, no grad")
+          f"float32 ((c), (d): {args.dtype}), eval, no grad")
     start = time.perf_counter()
     tables = (("a", cache_table), ("b", translation_table), ("c", minimal_table),
               ("d", minimal_translation_table))

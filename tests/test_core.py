@@ -307,12 +307,16 @@ def test_causal_mask_helper_and_is_causal_agree():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("n_q, n_k, grad, explicit", [
     (3, 18, True, True), (3, 256, True, True), (3, 300, True, False), (1, 300, True, False),
-    (3, 128, False, True), (3, 129, False, False), (1, 4096, False, True),  # a decoding step
+    (3, 128, False, True), (3, 129, False, False),
+    (1, 4096, False, True), (1, 2048, False, True), (1, 2047, False, False),  # decoding steps
 ])
 def test_half_precision_cpu_route_follows_measured_crossover(dtype, n_q, n_k, grad, explicit):
     q, k, v = (t.requires_grad_(grad) for t in rand_qkv(1, 1, n_q, n_k, 8, 8, dtype=dtype))
     assert core._explicit_is_faster(q, k) is explicit
     assert not core._explicit_is_faster(q.float(), k.float())  # float32 keeps PyTorch's kernel
+    if n_q == 1 and not grad:  # a step counts rows × heads × keys: 8 rows of 4 heads, 64 keys
+        q8, k8 = torch.zeros(8, 4, 1, 8, dtype=dtype), torch.zeros(8, 4, 64, 8, dtype=dtype)
+        assert core._explicit_is_faster(q8, k8) and not core._explicit_is_faster(q8[:1], k8[:1])
 
 
 @pytest.mark.parametrize("mask_kind", MASKS)

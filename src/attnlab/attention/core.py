@@ -13,11 +13,12 @@ flash kernel is several times slower than the explicit path — its backward mos
 (B·n = 4,500 tokens, 4 heads of 64, 2 cores: n = 18 forward + backward 46 ms fused vs 6 ms
 explicit; n = 256 29 vs 21 ms; n = 512 48 vs 58 ms). :func:`scaled_dot_product_attention`
 therefore takes the explicit path there (``n_k ≤ 256`` with gradients, ``n_k ≤ 128``
-without, and a single query — a cached decoding step — at any length), computing the softmax
-in float32. ``benchmarks/attention_threshold.py`` re-measures the crossover on the CPU it runs
-on (docs/benchmarks.md: on the AMD EPYC without AMX, forward-only explicit wins up to 128 keys,
-a single query 2-7× at every length; for training the whole GPT step at 256 keys is 1.12-1.15×
-the reference with the explicit path against 0.99-1.02× with the fused one).
+without, and a single query — a cached decoding step — from 2,048 scores, rows × heads ×
+keys), computing the softmax in float32. ``benchmarks/attention_threshold.py`` re-measures
+the crossover on the CPU it runs on (docs/benchmarks.md: on the AMD EPYC without AMX,
+forward-only explicit wins up to 128 keys; a single query wins 1.5-5× above 1,000-4,000
+scores and loses below; in training, the whole GPT step at 256 keys ran 1.12-1.15× the
+reference with the explicit path against 0.99-1.02× with the fused one).
 
 Tests pin the two paths to each other. Both follow docs/design.md's mask convention and both
 return zeros for a query whose every key is blocked.
@@ -135,14 +136,18 @@ def scaled_dot_product_attention(
 # re-measures them on another CPU).
 EXPLICIT_MAX_KEYS_TRAIN = 256
 EXPLICIT_MAX_KEYS_INFER = 128
+# A single query (a cached decoding step): the kernel's cost grows with rows × heads × keys, the
+# explicit path's is nearly flat (~60 µs of bf16 bmm set-up); they crossed near 512 scores on
+# one thread and near 4,096 on two.
+EXPLICIT_MIN_STEP_SCORES = 2048
 
 
 def _explicit_is_faster(q: Tensor, k: Tensor) -> bool:
     if q.device.type != "cpu" or q.dtype not in (torch.bfloat16, torch.float16):
         return False
     training = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
-    if not training and q.shape[-2] == 1:  # a decoding step: O(n_k) either way, and the kernel
-        return True  # costs 2-7x the explicit product at every n_k measured (64 .. 4096)
+    if not training and q.shape[-2] == 1:  # a decoding step: rows × heads × keys scores
+        return q.numel() // q.shape[-1] * k.shape[-2] >= EXPLICIT_MIN_STEP_SCORES
     return k.shape[-2] <= (EXPLICIT_MAX_KEYS_TRAIN if training else EXPLICIT_MAX_KEYS_INFER)
 
 
