@@ -61,14 +61,14 @@ def inference(model: nn.Module, *, tokens_only: bool = False) -> Iterator[None]:
     autograd, so it runs under ``torch.inference_mode`` — cheaper per op than ``no_grad``
     (no version counters, no autograd metadata), which a one-token decoding step feels.
     """
-    training = [m for m in model.modules() if m.training]  # usually none: no walk to undo
-    for m in training:
-        m.training = False  # what model.eval() sets, without touching the others
+    training = [m for m in model.modules() if m.training]  # usually none: nothing to switch
+    if training:
+        model.eval()
     try:
         with torch.inference_mode() if tokens_only else torch.no_grad():
             yield
     finally:
-        for m in training:
+        for m in training:  # exactly the modules that were training (modes may be mixed)
             m.training = True
 
 
