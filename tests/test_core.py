@@ -264,9 +264,13 @@ def blocked_rows_route(request, monkeypatch):
     return request.param
 
 
-def test_blocked_rows_probe():
-    for dtype in (torch.float32, torch.float64, torch.bfloat16):
-        assert core.kernel_zeroes_blocked_rows(torch.device("cpu"), dtype) == core._probe_blocked_rows(dtype)
+def test_blocked_rows_probe(monkeypatch):
+    expected = {dtype: core._probe_blocked_rows(dtype) for dtype in (torch.float32, torch.bfloat16)}
+    monkeypatch.setattr(core, "_ZEROES_BLOCKED_ROWS", {})  # probed afresh, where decoding and
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):  # training call it
+        for dtype, answer in expected.items():
+            assert core.kernel_zeroes_blocked_rows(torch.device("cpu"), dtype) == answer
+    assert set(core._ZEROES_BLOCKED_ROWS) == {("cpu", dtype) for dtype in expected}  # once each
     assert not core.kernel_zeroes_blocked_rows(torch.device("meta"), torch.float32)  # never probed
 
 

@@ -191,12 +191,13 @@ def _fused_attention(
         mask = mask.to(q.dtype)
     if mask.dim() == 1:  # a (n_k,) key mask: the kernel needs (..., n_q, n_k)
         mask = mask[None, :]  # (1, n_k)
-    if dropout == 0.0 and kernel_zeroes_blocked_rows(q.device, q.dtype):
+    compiling = torch.compiler.is_compiling()
+    if dropout == 0.0 and not compiling and kernel_zeroes_blocked_rows(q.device, q.dtype):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     # Rows with every key blocked would give NaN inside the kernel: open them, then zero them.
     has_key = allowed_keys(mask).any(dim=-1, keepdim=True)  # (..., n_q, 1)
     # Nothing to fix? Answering needs a host sync: only in eager mode on the CPU.
-    if not torch.compiler.is_compiling() and mask.device.type == "cpu" and bool(has_key.all()):
+    if not compiling and mask.device.type == "cpu" and bool(has_key.all()):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
     safe_mask = mask.masked_fill(~has_key, True if mask.dtype == torch.bool else 0.0)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout, scale=scale)
@@ -220,9 +221,10 @@ def kernel_zeroes_blocked_rows(device: torch.device, dtype: torch.dtype) -> bool
 
 def _probe_blocked_rows(dtype: torch.dtype) -> bool:
     """Two queries over two keys, the second query's keys all blocked, by a boolean and by an
-    additive mask: zeros in its output row, and finite gradients."""
+    additive mask: zeros in its output row and its query's gradient, all gradients finite."""
     ok = True
-    with torch.inference_mode(False), torch.enable_grad():  # decoding may run under inference
+    # decoding may run under inference mode, training under autocast: neither applies here
+    with torch.inference_mode(False), torch.enable_grad(), torch.autocast("cpu", enabled=False):
         blocked = torch.tensor([[True, True], [False, False]])  # (n_q, n_k), True = allowed
         additive = torch.zeros(2, 2).masked_fill(~blocked, float("-inf")).to(dtype)
         for mask in (blocked, additive):
@@ -230,5 +232,6 @@ def _probe_blocked_rows(dtype: torch.dtype) -> bool:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (1, 1, 2, 2)
             out.sum().backward()
             grads = torch.cat([t.grad.flatten() for t in (q, k, v)])
-            ok = ok and bool((out[..., 1, :] == 0).all()) and bool(grads.isfinite().all())
+            zero_row = bool((out[..., 1, :] == 0).all()) and bool((q.grad[..., 1, :] == 0).all())
+            ok = ok and zero_row and bool(grads.isfinite().all())
     return ok
