@@ -274,6 +274,21 @@ def test_blocked_rows_probe(monkeypatch):
     assert not core.kernel_zeroes_blocked_rows(torch.device("meta"), torch.float32)  # never probed
 
 
+def test_blocked_rows_probe_is_unseen_by_a_flop_counter(monkeypatch):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    q, k, v = rand_qkv(1, 2, 3, 5, 4, 4)
+    mask = torch.tensor([True, False, True, True, False])  # (n_k,)
+    monkeypatch.setattr(core, "_ZEROES_BLOCKED_ROWS", {})
+    totals = []
+    for _ in range(2):  # the first call probes, the second reads the answer
+        with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+            sdpa(q, k, v, mask)
+        totals.append(counter.get_total_flops())
+    assert core._ZEROES_BLOCKED_ROWS and totals[0] == totals[1] > 0
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=shapes, seed=st.integers(0, 2**16), as_float=st.booleans(), causal=st.booleans())
 def test_property_fully_blocked_rows_give_zeros_and_finite_gradients(

@@ -31,6 +31,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import _disable_current_modes  # the probe stays unseen
 
 from attnlab.attention.masks import allowed_keys, causal_mask, check_mask, combine_masks, masked_softmax
 from attnlab.validation import check_floating, check_probability, check_tensor, inputs_trusted, shape_str
@@ -221,17 +223,31 @@ def kernel_zeroes_blocked_rows(device: torch.device, dtype: torch.dtype) -> bool
 
 def _probe_blocked_rows(dtype: torch.dtype) -> bool:
     """Two queries over two keys, the second query's keys all blocked, by a boolean and by an
-    additive mask: zeros in its output row and its query's gradient, all gradients finite."""
-    ok = True
+    additive mask, on each CPU backend PyTorch may pick (math and flash; one that cannot take
+    ``dtype`` is skipped): zeros in that output row and its query's gradient, all gradients
+    finite. Hidden from the caller's dispatch modes (a FLOP counter, say) and contexts."""
+    results = []
     # decoding may run under inference mode, training under autocast: neither applies here
-    with torch.inference_mode(False), torch.enable_grad(), torch.autocast("cpu", enabled=False):
-        blocked = torch.tensor([[True, True], [False, False]])  # (n_q, n_k), True = allowed
-        additive = torch.zeros(2, 2).masked_fill(~blocked, float("-inf")).to(dtype)
-        for mask in (blocked, additive):
-            q, k, v = (torch.ones(1, 1, 2, 2, dtype=dtype, requires_grad=True) for _ in range(3))
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (1, 1, 2, 2)
-            out.sum().backward()
-            grads = torch.cat([t.grad.flatten() for t in (q, k, v)])
-            zero_row = bool((out[..., 1, :] == 0).all()) and bool((q.grad[..., 1, :] == 0).all())
-            ok = ok and zero_row and bool(grads.isfinite().all())
+    with _disable_current_modes(), torch.inference_mode(False), torch.enable_grad(), \
+            torch.autocast("cpu", enabled=False):
+        for backend in (SDPBackend.MATH, SDPBackend.FLASH_ATTENTION):
+            with sdpa_kernel(backend):
+                try:
+                    results.append(_blocked_row_is_zero(dtype))
+                except RuntimeError:  # no kernel of this backend for this dtype: never picked
+                    continue
+    return bool(results) and all(results)
+
+
+def _blocked_row_is_zero(dtype: torch.dtype) -> bool:
+    blocked = torch.tensor([[True, True], [False, False]])  # (n_q, n_k), True = allowed
+    additive = torch.zeros(2, 2).masked_fill(~blocked, float("-inf")).to(dtype)
+    ok = True
+    for mask in (blocked, additive):
+        q, k, v = (torch.ones(1, 1, 2, 2, dtype=dtype, requires_grad=True) for _ in range(3))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (1, 1, 2, 2)
+        out.sum().backward()
+        grads = torch.cat([t.grad.flatten() for t in (q, k, v)])
+        zero_row = bool((out[..., 1, :] == 0).all()) and bool((q.grad[..., 1, :] == 0).all())
+        ok = ok and zero_row and bool(grads.isfinite().all())
     return ok
