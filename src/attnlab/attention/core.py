@@ -213,7 +213,7 @@ def kernel_zeroes_blocked_rows(device: torch.device, dtype: torch.dtype) -> bool
     """Whether PyTorch's own kernel already gives what docs/design.md asks for a query whose
     every key is blocked — an output row of zeros and finite gradients — so the fix in
     :func:`_fused_attention` (and its host sync) can be skipped. Probed once per dtype on the
-    CPU (PyTorch 2.13's CPU kernels do; older releases gave NaN); ``False`` on other devices,
+    CPU (PyTorch 2.13's CPU kernels do; a kernel that does not gives NaN); ``False`` on other devices,
     whose kernel depends on the shapes."""
     key = (device.type, dtype)
     if key not in _ZEROES_BLOCKED_ROWS:
