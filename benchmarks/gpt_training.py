@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/gpt_training.py                 # bf16 autocast, 2 threads
     .venv/bin/python benchmarks/gpt_training.py --float32 --rounds 3
+    .venv/bin/python benchmarks/gpt_training.py --compile        # also both under torch.compile
 
 One AdamW step (β = (0.9, 0.95), weight decay 0.1, clipping 1.0) of the issue's GPT — 10.8 M
 parameters: d = 384, 6 layers, 6 heads, FFN 1536, GELU, pre-LN, learned positions, output tied
@@ -27,6 +28,7 @@ ratios (≥ 1: attnlab is faster).
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 from collections.abc import Callable
@@ -55,6 +57,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=3, help="optimizer steps per sample (default 3)")
     p.add_argument("--float32", action="store_true", help="no autocast (float32 throughout)")
     p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.add_argument("--compile", action="store_true",
+                   help="also both models under torch.compile, as `attnlab train` runs with "
+                        "train.compile = true (compilation is done in the warm-up, not timed)")
     return p.parse_args(argv)
 
 
@@ -124,14 +129,15 @@ def batches(count: int) -> list[tuple[Tensor, Tensor]]:
     return out
 
 
-def reference_step(model: PlainGPT, data, bf16: bool) -> Callable[[], None]:
+def reference_step(model: PlainGPT, data, bf16: bool, compiled: bool = False) -> Callable[[], None]:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    forward = torch.compile(model) if compiled else model
 
     def steps() -> None:
         for x, y in data:
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext():
-                loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten())
+                loss = F.cross_entropy(forward(x).float().flatten(0, 1), y.flatten())
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -139,14 +145,15 @@ def reference_step(model: PlainGPT, data, bf16: bool) -> Callable[[], None]:
     return steps
 
 
-def attnlab_step(model: GPT, data, bf16: bool) -> Callable[[], None]:
+def attnlab_step(model: GPT, data, bf16: bool, compiled: bool = False) -> Callable[[], None]:
     opt = make_optimizer(model, "adamw", lr=1e-4, weight_decay=0.1)
+    forward = torch.compile(model) if compiled else model  # what the trainer does
 
     def steps() -> None:
         for batch in data:
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext():
-                loss, count = lm_loss(model, batch)
+                loss, count = lm_loss(forward, batch)
             (loss / count).backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -168,6 +175,10 @@ def main(argv: list[str] | None = None) -> None:
     data = batches(args.steps)
     bf16 = not args.float32
     fns = {"reference": reference_step(ref, data, bf16), "attnlab": attnlab_step(ours, data, bf16)}
+    if args.compile:  # separate copies: each optimizer steps its own weights
+        ours_c, ref_c = copy.deepcopy(ours), copy.deepcopy(ref)
+        fns["reference, compiled"] = reference_step(ref_c, data, bf16, compiled=True)
+        fns["attnlab, compiled"] = attnlab_step(ours_c, data, bf16, compiled=True)
     samples = _timing.time_interleaved(fns, rounds=args.rounds, warmup=1, min_sample_s=0.0)
     flops = model_flops_per_token(ours)
     tokens = args.steps * BATCH * T
@@ -184,6 +195,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {name} | {speed:,.0f} | {speed * flops / 1e9:,.0f} | {speed * flops / 1e9 / ceiling:.0%} |")
     ratio = _timing.paired_ratio(samples["reference"], samples["attnlab"])
     print(f"\nattnlab / reference speed: **{ratio:.2f}×** (goals: ≥ 1.5× and ≥ 60 % of the bf16 ceiling)")
+    if args.compile:
+        both = _timing.paired_ratio(samples["reference, compiled"], samples["attnlab, compiled"])
+        eager = _timing.paired_ratio(samples["reference"], samples["attnlab, compiled"])
+        print(f"compiled attnlab / compiled reference: **{both:.2f}×**; "
+              f"compiled attnlab / eager reference: **{eager:.2f}×**")
 
 
 if __name__ == "__main__":
