@@ -69,3 +69,15 @@ def test_claims_that_said_more_than_exists_are_gone(path, claim):
 
 def test_masks_write_the_decks_formula():
     assert "softmax(QKᵀ / √d_k + M)" in (ROOT / "src" / "attnlab" / "attention" / "masks.py").read_text()
+
+
+DOC_PATH = re.compile(r"\b((?:docs|configs|benchmarks|tests|src)/[\w./-]+\.(?:md|toml|py|png|json))")
+PLACEHOLDER = re.compile(r"\.\.\.|my_?model|my_recipe")  # design.md's how-to-add-a-model example
+
+
+@pytest.mark.parametrize("doc", ["README.md", *sorted(p.name for p in (ROOT / "docs").glob("*.md"))])
+def test_files_the_docs_name_exist(doc):
+    path = ROOT / doc if doc == "README.md" else ROOT / "docs" / doc
+    cited = {m for m in DOC_PATH.findall(path.read_text(encoding="utf-8")) if not PLACEHOLDER.search(m)}
+    missing = sorted(m for m in cited if not (ROOT / m).exists())
+    assert not missing, f"{doc} names {missing}, which are not in the repository"
