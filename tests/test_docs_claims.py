@@ -71,13 +71,26 @@ def test_masks_write_the_decks_formula():
     assert "softmax(QKᵀ / √d_k + M)" in (ROOT / "src" / "attnlab" / "attention" / "masks.py").read_text()
 
 
+DOCS = ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
 DOC_PATH = re.compile(r"\b((?:docs|configs|benchmarks|tests|src)/[\w./-]+\.(?:md|toml|py|png|json))")
 PLACEHOLDER = re.compile(r"\.\.\.|my_?model|my_recipe")  # design.md's how-to-add-a-model example
 
 
-@pytest.mark.parametrize("doc", ["README.md", *sorted(p.name for p in (ROOT / "docs").glob("*.md"))])
+@pytest.mark.parametrize("doc", DOCS)
 def test_files_the_docs_name_exist(doc):
-    path = ROOT / doc if doc == "README.md" else ROOT / "docs" / doc
+    path = ROOT / doc
     cited = {m for m in DOC_PATH.findall(path.read_text(encoding="utf-8")) if not PLACEHOLDER.search(m)}
     missing = sorted(m for m in cited if not (ROOT / m).exists())
     assert not missing, f"{doc} names {missing}, which are not in the repository"
+
+
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")  # [text](target), anchor dropped
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_relative_links_in_the_docs_resolve(doc):
+    path = ROOT / doc
+    links = MARKDOWN_LINK.findall(path.read_text(encoding="utf-8"))
+    targets = {t for t in links if not re.match(r"[a-z]+:", t)}  # not http:, mailto:
+    missing = sorted(t for t in targets if not (path.parent / t).exists())
+    assert not missing, f"{doc} links to {missing}, which are not in the repository"
