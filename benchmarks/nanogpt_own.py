@@ -64,8 +64,8 @@ NANOGPT_FILES = ("train.py", "model.py", "configurator.py", "config",
 NO_NETWORK = 'def get(*args, **kwargs):\n    raise RuntimeError("no network here")\n'
 
 
-def prepare(checkout: Path, work: Path) -> dict[str, str]:
-    """Copy nanoGPT's files into ``work``, run its ``prepare.py``; return the child environment."""
+def prepare(checkout: Path, work: Path) -> None:
+    """Copy nanoGPT's files into ``work`` and run its ``prepare.py`` there."""
     missing = [name for name in NANOGPT_FILES if not (checkout / name).exists()]
     if missing:
         raise SystemExit(f"--nanogpt {checkout} is not a nanoGPT checkout: no {', '.join(missing)}")
@@ -77,10 +77,8 @@ def prepare(checkout: Path, work: Path) -> dict[str, str]:
     (data / "input.txt").write_text(load_tinyshakespeare(), encoding="utf-8")
     (work / "stub").mkdir()
     (work / "stub" / "requests.py").write_text(NO_NETWORK)
-    env = dict(os.environ)
     subprocess.run([sys.executable, "prepare.py"], cwd=data, check=True, capture_output=True,
-                   env={**env, "PYTHONPATH": str(work / "stub")})
-    return env
+                   env={**os.environ, "PYTHONPATH": str(work / "stub")})
 
 
 def run_nanogpt(work: Path, env: dict[str, str]) -> tuple[float, float, str]:
@@ -146,9 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     print(_machine.header() + "\n", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        env = prepare(args.nanogpt.resolve(), work)
-        if args.threads:
-            env["OMP_NUM_THREADS"] = str(args.threads)
+        prepare(args.nanogpt.resolve(), work)
+        env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
         print("| round | run | whole command s | whole-split val loss | note |")
         print("|---:|---|---:|---:|---|")
         ratios = []
