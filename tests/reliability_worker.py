@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import training_toys  # noqa: E402
-from attnlab import atomic_dir, checkpoint  # noqa: E402
+from attnlab import atomic, checkpoint  # noqa: E402
 from attnlab.training import TrainConfig, Trainer  # noqa: E402
 from attnlab.training import metrics as metrics_module  # noqa: E402
 from attnlab.training import trainer as trainer_module  # noqa: E402
@@ -35,10 +35,10 @@ POINTS = {
     "step": (trainer_module.Trainer, "_step", "before"),  # between optimizer steps
     "weights": (checkpoint, "save_file", "after"),  # weights written, config not yet
     "trainer_pt": (trainer_module, "save_trainer_state", "before"),  # serialising trainer.pt
-    "finish": (atomic_dir, "_finish_tree", "after"),  # files flushed, not yet in place
-    "swap": (atomic_dir, "_exchange", "before"),  # a complete new directory, old one in place
-    "swapped": (atomic_dir, "_exchange", "after"),  # new in place, old one not yet deleted
-    "rename": (atomic_dir.os, "replace", "before"),  # first write of a directory
+    "finish": (atomic, "_finish_tree", "after"),  # files flushed, not yet in place
+    "swap": (atomic, "_exchange", "before"),  # a complete new directory, old one in place
+    "swapped": (atomic, "_exchange", "after"),  # new in place, old one not yet deleted
+    "rename": (atomic.os, "replace", "before"),  # first write of a directory
     "metrics": (metrics_module.MetricsLog, "append", "torn"),  # half a metrics line written
     "prune": (checkpoint.shutil, "rmtree", "before"),  # deleting an old step / old directory
 }

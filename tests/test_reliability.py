@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab import atomic_dir
-from attnlab.atomic_dir import atomic_directory, clean_leftovers
+from attnlab import atomic
+from attnlab.atomic import atomic_directory, clean_leftovers
 from attnlab.checkpoint import list_checkpoints, load_state
 from attnlab.training.metrics import MetricsLog, read_metrics
 from attnlab.training.run_dir import RunDirectoryInUse, RunLock, writing_run
@@ -123,19 +123,19 @@ def test_replacing_a_directory_exchanges_it_in_one_step(tmp_path):
     with atomic_directory(target) as d:
         (d / "v").write_text("1")
     calls = []
-    real = atomic_dir._exchange
+    real = atomic._exchange
 
     def spy(a, b):
         calls.append((a, b))
         assert (b / "v").read_text() == "1"  # the old one is in place until the swap
         return real(a, b)
 
-    atomic_dir._exchange = spy
+    atomic._exchange = spy
     try:
         with atomic_directory(target) as d:
             (d / "v").write_text("2")
     finally:
-        atomic_dir._exchange = real
+        atomic._exchange = real
     assert len(calls) == 1 and (target / "v").read_text() == "2"
     assert [p.name for p in tmp_path.iterdir()] == ["best"]  # the old one was deleted
 
@@ -146,7 +146,7 @@ def test_a_crash_between_two_renames_is_repaired(tmp_path, monkeypatch):
     target = tmp_path / "best"
     with atomic_directory(target) as d:
         (d / "v").write_text("old")
-    monkeypatch.setattr(atomic_dir, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(atomic, "_exchange", lambda a, b: False)
     renames = []
     real = os.replace
 
@@ -156,11 +156,11 @@ def test_a_crash_between_two_renames_is_repaired(tmp_path, monkeypatch):
             raise SystemExit("killed")  # an exception: the except clause restores
         return real(src, dst)
 
-    monkeypatch.setattr(atomic_dir.os, "replace", crash_on_second)
+    monkeypatch.setattr(atomic.os, "replace", crash_on_second)
     with pytest.raises(SystemExit):
         with atomic_directory(target) as d:
             (d / "v").write_text("new")
-    monkeypatch.setattr(atomic_dir.os, "replace", real)
+    monkeypatch.setattr(atomic.os, "replace", real)
     assert (target / "v").read_text() == "old"  # the except clause put it back already
     # A real SIGKILL runs no except clause: recreate that state and let the next start repair it.
     aside = tmp_path / ".best.old-x1"

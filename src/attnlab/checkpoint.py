@@ -14,7 +14,7 @@ A training run keeps its checkpoints in one run directory::
       checkpoints/step_00001000/    a checkpoint with trainer.pt (optimizer, scheduler, RNG, step)
       best/                         the checkpoint with the best validation metric
 
-:func:`~attnlab.atomic_dir.atomic_directory` writes everything into a temporary sibling
+:func:`~attnlab.atomic.atomic_directory` writes everything into a temporary sibling
 directory and swaps it into place in one atomic step only when the block finishes, so a crash
 or an exception mid-write leaves the previous checkpoint untouched. Loading uses safetensors
 only — nothing is unpickled.
@@ -38,7 +38,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from attnlab.atomic_dir import atomic_directory, clean_leftovers
+from attnlab.atomic import atomic_directory, clean_leftovers
 from attnlab.validation import shape_str
 
 __all__ = [

@@ -28,7 +28,7 @@ from PIL import Image
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from attnlab.atomic_dir import atomic_directory
+from attnlab.atomic import atomic_directory
 from attnlab.data.corpora import PathLike, read_lines
 from attnlab.data.scenes import Scene, caption, caption_text
 from attnlab.validation import check_choice, check_positive

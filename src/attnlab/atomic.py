@@ -1,9 +1,11 @@
-"""A directory that replaces another in one atomic step, and the repair of a killed writer's
-leftovers (docs/reliability.md, "Atomic checkpoints").
+"""The one atomic writer: a file or a directory that replaces the old one in one step, and
+the repair of a killed writer's leftovers (docs/reliability.md, "Atomic outputs").
 
-:func:`atomic_directory` is how every checkpoint directory is written (``step_*``, ``best/``,
-``final/``): the reader of ``path`` always sees either the old complete directory or the new
-one, never a half-written one, and never none once one has existed.
+:func:`atomic_file` is how every file attnlab writes is written (pictures, HTML, reports,
+``results.json``, tokenizers, rewritten metrics), and :func:`atomic_directory` every checkpoint
+directory (``step_*``, ``best/``, ``final/``): the reader of ``path`` always sees either the
+old complete file or directory or the new one, never a half-written one — a full disk, an
+exception or Ctrl-C in the middle of a write leaves the old one (or none) in place.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 
 @contextlib.contextmanager
@@ -46,6 +49,57 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
             _replace_by_two_renames(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # the half-written new, or the old after the swap
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path, mode: str = "wb", *, encoding: str | None = None) -> Iterator[IO[Any]]:
+    """Yield an open temporary file (``mode`` ``"wb"`` or ``"w"``) that replaces ``path`` when
+    the block succeeds.
+
+    The temporary file ``.NAME.tmp-*`` lives beside ``path`` (same filesystem). When the block
+    ends it is flushed to disk, given the permissions the user's umask allows and renamed onto
+    ``path`` in one step (``os.replace``); a ``path`` that is a symbolic link keeps it, and the
+    file it points to is replaced. On an exception (a full disk, Ctrl-C) the temporary file is
+    deleted and ``path`` is left as it was; an ``OSError`` that names no file is raised again
+    naming ``path``. Text mode writes UTF-8 unless ``encoding`` says otherwise.
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_file mode must be 'wb' or 'w', got {mode!r}")
+    path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    tmp = Path(name)
+    try:
+        with _naming(path), os.fdopen(fd, mode, encoding=(encoding or "utf-8") if mode == "w" else None) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_atomic(path: str | Path, content: bytes | str, *, encoding: str = "utf-8") -> Path:
+    """Write ``content`` (bytes, or text in ``encoding``) to ``path`` through :func:`atomic_file`;
+    returns ``path``."""
+    data = content.encode(encoding) if isinstance(content, str) else content
+    with atomic_file(path) as f:
+        f.write(data)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Re-raise an ``OSError`` without a file name (``ENOSPC`` from a write) naming ``path``."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        raise OSError(err.errno, err.strerror, str(path)) from err
 
 
 def _replace_by_two_renames(new: Path, path: Path) -> None:
@@ -86,15 +140,20 @@ _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-[A-Za-z0-9_]+$")
 def clean_leftovers(directory: str | Path) -> list[Path]:
     """Repair and remove what a killed writer left in ``directory``: a ``.NAME.old-*`` whose
     ``NAME`` is missing is moved back into place, then every ``.NAME.tmp-*`` and ``.NAME.old-*``
-    is deleted. Only safe while no other process writes there (hold the run's lock).
-    Returns the leftovers removed."""
+    directory and every ``.NAME.tmp-*`` file is deleted. Only safe while no other process
+    writes there (hold the run's lock). Returns the leftovers removed."""
     directory = Path(directory)
     if not directory.is_dir():
         return []
     removed = []
     for entry in sorted(directory.iterdir()):
         match = _LEFTOVER.match(entry.name)
-        if match is None or not entry.is_dir():
+        if match is None or entry.is_symlink():
+            continue
+        if not entry.is_dir():
+            if match["kind"] == "tmp" and entry.is_file():  # a half-written atomic_file
+                entry.unlink()
+                removed.append(entry)
             continue
         target, saved = directory / match["name"], entry / match["name"]
         if match["kind"] == "old" and not target.exists() and saved.is_dir():
