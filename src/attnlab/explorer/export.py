@@ -21,14 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from attnlab.explorer import views
-from attnlab.explorer.models import ModelSet, check_sentence_length
+from attnlab.explorer import bounds, views
+from attnlab.explorer.models import ModelSet
 from attnlab.explorer.page import render_page
 from attnlab.explorer.requests import (
     DEFAULT_PROMPT,
     DEFAULT_SENTENCE,
     DEFAULT_SOURCE,
-    MAX_SENTENCE_TOKENS,
     generate_request,
     heads_request,
     translate_request,
@@ -51,7 +50,7 @@ def export_views(
     }
     if (served := by_kind["translator"]) is not None:
         req = translate_request({"text": source, "beam": beam})
-        view = views.translation_view(served.model, served.extra, req.text, beam=req.beam)
+        view = bounds.translation(served.model, served.extra, req.text, req.beam)
         data["translate"] = {"request": {"text": req.text, "beam": view["beam"], "checkpoint": served.name},
                              "view": view}
     if (served := by_kind["gpt"]) is not None:
@@ -65,8 +64,7 @@ def export_views(
         data["generate"] = {"request": {**fields, "checkpoint": served.name}, "view": {"events": events}}
     if (served := by_kind["bert"]) is not None:
         req = heads_request({"text": sentence})
-        check_sentence_length(served.model, req.text, MAX_SENTENCE_TOKENS)
-        data["heads"] = {"request": {"text": req.text}, "view": views.head_view(served.model, req.text)}
+        data["heads"] = {"request": {"text": req.text}, "view": bounds.heads(served.model, req.text)}
     return data
 
 

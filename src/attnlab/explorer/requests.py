@@ -1,27 +1,40 @@
 """What the explorer's API accepts: the input caps and the checks of every request body.
 
-A body is one JSON object of at most :data:`MAX_BODY_BYTES` bytes, UTF-8. Caps (over one: 413):
+A body is one JSON object of at most :data:`MAX_BODY_BYTES` bytes, UTF-8, sent as
+``Content-Type: application/json`` (anything else: 415, :mod:`.app`). Caps (over one: 413):
 
 * :data:`MAX_BODY_BYTES` = 16,384 — the whole request body;
 * :data:`MAX_TEXT_CHARS` = 400 — the German to translate, a GPT prompt, a head-view sentence;
+* :data:`MAX_SOURCE_TOKENS` = 128 — the subwords of the German to translate, after its
+  tokenization (400 characters may be 1,600 byte-level tokens);
 * :data:`MAX_SENTENCE_TOKENS` = 64 — MiniLM word pieces of a head-view sentence, ``[CLS]`` and
-  ``[SEP]`` included (checked by :mod:`.models`, which holds the tokenizer).
+  ``[SEP]`` included (both token caps are checked by :mod:`.bounds`, which holds the tokenizers).
+
+Bounds on the work of one request: a translation's output has at most
+:data:`MAX_OUTPUT_TOKENS` = 160 subwords (fewer when the checkpoint's recipe says so), so a beam
+search runs at most ``beam × 160`` hypothesis steps; a generation at most ``max_new_tokens``.
+Each model takes at most :data:`MAX_QUEUE` = 64 requests at a time, running or waiting (more:
+503 with ``Retry-After``), and stops a request after :data:`MODEL_SECONDS` = 60 s on the
+model (503) — checked at each decoding step (:mod:`.jobs`).
 
 Ranges (outside one: 422): ``beam`` 1..:data:`MAX_BEAM` (10); ``max_new_tokens``
 1..:data:`MAX_NEW_TOKENS` (300); ``temperature`` 0..:data:`MAX_TEMPERATURE` (10; 0 = greedy);
 ``top_k`` ≥ 1 or null; ``top_p`` in (0, 1] or null; ``seed`` 0..2⁶³−1 or null.
 
-Also 422: a body that is not UTF-8, not JSON (``NaN`` and ``Infinity`` included), not an
-object; an unknown field; a missing, empty (blank) or non-string text; a text with a lone
-surrogate (``"\\ud800"``); a number where a string belongs and so on — each message names
-the field and what it got.
+Also 422: a body that is not UTF-8, nested more than :data:`MAX_JSON_DEPTH` = 16 levels deep
+(found by a scan of its brackets before it is parsed, so no parser recursion), not JSON
+(``NaN`` and ``Infinity`` included), not an object; an unknown field; a missing, empty (blank)
+or non-string text; a text with a lone surrogate (``"\\ud800"``); a number where a string
+belongs and so on — each message names the field and what it got.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +42,13 @@ from attnlab.explorer.errors import invalid, too_long
 
 MAX_BODY_BYTES = 16_384
 MAX_TEXT_CHARS = 400
+MAX_SOURCE_TOKENS = 128
+MAX_OUTPUT_TOKENS = 160
 MAX_SENTENCE_TOKENS = 64
+MAX_JSON_DEPTH = 16
+MAX_QUEUE = 64
+MODEL_SECONDS = 60.0
+RETRY_AFTER_S = 5
 MAX_BEAM = 10
 MAX_NEW_TOKENS = 300
 MAX_TEMPERATURE = 10.0
@@ -41,11 +60,14 @@ DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired.
 """The inputs ``attnlab export-html`` shows when given none (the page's own defaults too)."""
 
 LIMITS = {
-    "max_body_bytes": MAX_BODY_BYTES, "max_text_chars": MAX_TEXT_CHARS,
+    "max_body_bytes": MAX_BODY_BYTES, "max_json_depth": MAX_JSON_DEPTH, "max_text_chars": MAX_TEXT_CHARS,
+    "max_source_tokens": MAX_SOURCE_TOKENS, "max_output_tokens": MAX_OUTPUT_TOKENS,
     "max_sentence_tokens": MAX_SENTENCE_TOKENS, "max_beam": MAX_BEAM,
     "max_new_tokens": MAX_NEW_TOKENS, "max_temperature": MAX_TEMPERATURE,
+    "max_queue": MAX_QUEUE, "model_seconds": MODEL_SECONDS,
 }
-"""The caps, as ``GET /api/models`` reports them to the page."""
+"""The caps, as ``GET /api/models`` reports them to the page (a server started with other
+``max_queue`` or ``model_seconds`` reports its own)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +114,18 @@ def _refuse_constant(name: str) -> None:
     raise invalid(f"request body is not JSON: {name} is not a JSON number")
 
 
+JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.S)  # an unterminated one runs to the end
+NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def nesting_depth(text: str) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest, counted on its brackets outside
+    strings (a linear scan; no parsing, so no recursion however deep the text goes)."""
+    brackets = NOT_A_BRACKET.sub("", JSON_STRING.sub("", text))
+    steps = (1 if bracket in "[{" else -1 for bracket in brackets)
+    return max(itertools.accumulate(steps, initial=0))
+
+
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The JSON object of a request body (413 over :data:`MAX_BODY_BYTES`, else 422 when bad)."""
     if len(raw) > MAX_BODY_BYTES:
@@ -100,6 +134,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise invalid(f"request body is not valid UTF-8 ({err.reason} at byte {err.start})") from None
+    if (depth := nesting_depth(text)) > MAX_JSON_DEPTH:
+        raise invalid(f"request body nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
     try:
         body = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as err:

@@ -44,13 +44,15 @@ def rounded(weights: Tensor) -> list:
 
 
 def translation_view(
-    translator: Translator, recipe: Mapping[str, Any], source: str, *, beam: int | None = None
+    translator: Translator, recipe: Mapping[str, Any], source: str, *, beam: int | None = None,
+    max_len: int | None = None,
 ) -> dict[str, Any]:
-    """Translate ``source`` with beam size ``beam`` (default: the recipe's) and return the
-    translation with its cross-attention ``attention`` ``(L, H, T, S)``, the ``source_tokens``
-    (S) and ``target_tokens`` (T, ending in ``<eos>``). A model without attention (Cho et
-    al.'s) has ``attention: null`` and a ``note`` saying why."""
-    decoding = checkpoint_decoding(recipe, beam_size=beam)
+    """Translate ``source`` with beam size ``beam`` and at most ``max_len`` output subwords
+    (default: the recipe's) and return the translation with its cross-attention ``attention``
+    ``(L, H, T, S)``, the ``source_tokens`` (S) and ``target_tokens`` (T, ending in
+    ``<eos>``). A model without attention (Cho et al.'s) has ``attention: null`` and a
+    ``note`` saying why."""
+    decoding = checkpoint_decoding(recipe, beam_size=beam, max_len=max_len)
     (translation,) = translator.translate([source], decoding)
     view: dict[str, Any] = {"source": source, "translation": translation, "beam": decoding.beam_size}
     if not translator.draws_attention:

@@ -31,6 +31,7 @@ O(block_size) on average while every prediction still sees at least ``keep`` tok
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -77,6 +78,29 @@ def window_start(length: int, start: int, block_size: int, keep: int) -> int:
     return length - keep if length - start > block_size else start
 
 
+class _StepCheck(threading.local):
+    check: Callable[[], None] | None = None  # per thread: one server request's check, not another's
+
+
+_STEP = _StepCheck()
+
+
+class each_step:  # noqa: N801 - used like trusted_inputs
+    """Inside this block every decoding step — each model call of greedy search, beam search and
+    sampling (:meth:`DecodingRows.run`) — first calls ``check()``; whatever it raises ends the
+    decoding there. ``attnlab serve`` stops with it a search whose client has left or whose time
+    is up. Per thread, restored on exit; outside such a block a step pays one attribute lookup."""
+
+    def __init__(self, check: Callable[[], None]) -> None:
+        self.check = check
+
+    def __enter__(self) -> None:
+        self.previous, _STEP.check = _STEP.check, self.check
+
+    def __exit__(self, *exc: object) -> None:
+        _STEP.check = self.previous
+
+
 def check_count(name: str, value: object) -> int:
     """A positive ``int`` (not bool); ``ValueError`` names the argument otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -115,7 +139,10 @@ class DecodingRows:
         return self.tokens.shape[0]
 
     def run(self, fn: Callable[..., Tensor], *args, **kwargs) -> Tensor:
-        """``fn(*args, **kwargs)``, with the layers' argument checks after the first call off."""
+        """``fn(*args, **kwargs)``, with the layers' argument checks after the first call off;
+        the check of an enclosing :class:`each_step` block runs first."""
+        if _STEP.check is not None:
+            _STEP.check()
         if not self.checked:
             out = fn(*args, **kwargs)
             self.checked = True

@@ -1,7 +1,10 @@
 /* attnlab attention explorer: the three panels, the JSON API and the exported data.
  *
  * Each element .attnlab-explorer on the page is one explorer. Served by `attnlab serve`, it asks
- * the JSON API next to it (api/models, api/translate, api/generate, api/heads). Written by
+ * the JSON API next to it (api/models, api/translate, api/generate, api/heads), always as
+ * application/json; when the server asks for a token (`attnlab serve --token`), the address it
+ * printed carries ?token=..., which the page keeps for its tab (sessionStorage), removes from the
+ * address bar and sends as "Authorization: Bearer ..." with every API request. Written by
  * `attnlab export-html`, it holds its views in a JSON script block of class attnlab-data and
  * never touches the network. Drawing is draw.js's (window.attnlabDraw), loaded first.
  */
@@ -176,15 +179,37 @@
     });
   }
 
+  var TOKEN_KEY = "attnlab-token";
+
+  function apiToken() {
+    var params = new URLSearchParams(window.location.search), token = params.get("token");
+    if (!token) {
+      try { return window.sessionStorage.getItem(TOKEN_KEY); } catch (e) { return null; }
+    }
+    try {
+      window.sessionStorage.setItem(TOKEN_KEY, token);
+    } catch (e) { /* no storage (a sandboxed frame): the token lives as long as the page */ }
+    params.delete("token");
+    var rest = params.toString(), where = window.location;
+    window.history.replaceState(null, "", where.pathname + (rest ? "?" + rest : "") + where.hash);
+    return token;
+  }
+
   function serverContext(root) {
-    var api = root.dataset.api || "api/";
+    var api = root.dataset.api || "api/", token = apiToken();
     function request(path, body) {
-      return fetch(api + path, {method: "POST", headers: {"Content-Type": "application/json"},
-        body: JSON.stringify(body)}).then(function (r) {
+      var headers = token ? {Authorization: "Bearer " + token} : {}, options = {headers: headers};
+      if (body !== undefined) {
+        headers["Content-Type"] = "application/json";
+        options.method = "POST";
+        options.body = JSON.stringify(body);
+      }
+      return fetch(api + path, options).then(function (r) {
         return r.ok ? r : errorOf(r).then(function (e) { throw e; });
       });
     }
     return {
+      get: function (path) { return request(path).then(function (r) { return r.json(); }); },
       post: function (path, body) { return request(path, body).then(function (r) { return r.json(); }); },
       stream: function (path, body, onEvent) {
         return request(path, body).then(function (r) {
@@ -220,6 +245,9 @@
       if (pickCheckpoint) {
         loaded.forEach(function (m) { pickCheckpoint.appendChild(new Option(m.checkpoint, m.checkpoint)); });
       }
+      Array.prototype.forEach.call(form.querySelectorAll("textarea"), function (area) {
+        area.maxLength = models.limits.max_text_chars;
+      });
       if (name === "translate") {
         for (var b = 1; b <= models.limits.max_beam; b++) {
           form.elements.beam.appendChild(new Option(String(b), String(b)));
@@ -260,10 +288,14 @@
       });
     });
     if (data) return showExport(root, panels, data);
-    var loading = fetch((root.dataset.api || "api/") + "models").then(function (r) { return r.json(); });
-    loading.then(function (models) {
+    ctx.get("models").then(function (models) {
       configure(root, panels, models);
       root.dataset.models = "loaded";
+    }, function (err) {
+      Object.keys(panels).forEach(function (name) {
+        setStatus(root.querySelector("[data-panel=" + name + "]"), err.message, "error");
+      });
+      root.dataset.models = "error";
     });
   }
 
