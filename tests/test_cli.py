@@ -86,6 +86,7 @@ def _translation_recipe(tmp_path, *lines: str):
         (["eval.test_split=x"], "eval.test_split must be one of val, test_2016_flickr, got 'x'"),
         (["optim.lr=inf"], "optim.lr must be a finite number > 0, got inf"),
         (["optim.betas=[0.9]"], "optim.betas must be two numbers in [0, 1), got [0.9]"),
+        (["optim.schedule=noam", "optim.betas=[1.5, 0.9]"], "optim.betas must be two numbers in [0, 1)"),
         (["data=3"], "[data] must be a table, got 3"),
         (["train.max_time_s=-1"], "max_time_s must be > 0, got -1"),
         (["eval.max_len=0"], "eval.max_len must be > 0, got 0"),

@@ -120,7 +120,7 @@ RECIPE = {
 def test_a_registered_task_is_trained_by_the_one_driver(counting_task, tmp_path, capsys):
     run = train(RECIPE, run_dir=tmp_path / "run", device="cpu")
     header = capsys.readouterr().out.splitlines()[0]  # what the numbers depend on
-    assert f"{torch.get_num_threads()} threads" in header and "torch " in header
+    assert f" {torch.get_num_threads()} thread" in header and "torch " in header
     assert "device cpu" in header and "task counting" in header
     task = CountingTask.last
     assert task.calls == ["prepare", "build_model", "report"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -226,8 +226,12 @@ def upgrade_weight_names(model: nn.Module, state: Mapping[str, Tensor]) -> dict[
     return state
 
 
-def load_into(model: nn.Module, state: Mapping[str, Tensor], source: str | Path) -> None:
+def load_into(
+    model: nn.Module, state: Mapping[str, Tensor], source: str | Path, *, absent: Sequence[str] = ()
+) -> None:
     """``model.load_state_dict(state)`` strictly; a mismatch names ``source``, keys and shapes.
+    ``absent``: config fields the checkpoint's ``config.json`` lacks (the model took their
+    defaults); a mismatch then names them and the first misfit weight, on one line.
 
     Weights under names from before a restructuring are renamed first
     (:func:`upgrade_weight_names`)."""
@@ -246,6 +250,10 @@ def load_into(model: nn.Module, state: Mapping[str, Tensor], source: str | Path)
         + ([f"unexpected {unexpected[:8]}"] if unexpected else [])
         + wrong[:4]
     )
+    if problems and absent:
+        defaults = "its default does" if len(absent) == 1 else "their defaults do"
+        raise ValueError(f"checkpoint config {Path(source) / CONFIG_NAME} has no {', '.join(absent)}, "
+                         f"and {defaults} not fit the weights: {problems[0]}")
     if problems:
         raise ValueError(
             f"checkpoint {source} does not match {type(model).__name__}: " + "; ".join(problems)

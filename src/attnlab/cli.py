@@ -3,7 +3,11 @@
 Every subcommand takes ``--threads N`` (default: ``$OMP_NUM_THREADS``, else every core) and
 ``--debug`` (show the traceback of an error instead of its one line; also ``ATTNLAB_DEBUG=1``).
 Errors print one line, ``attnlab COMMAND: error: ...``, and exit 2 (a run whose loss became
-NaN: 1); Ctrl-C exits 130 and SIGTERM 143 (a training run saves a resumable checkpoint first).
+NaN: 1); Ctrl-C exits 130 and SIGTERM 143 (a training run saves a resumable checkpoint first;
+more Ctrl-Cs are ignored until the process has exited). Every text argument must be UTF-8 (a
+file name or sentence that is not is refused naming its argument, before anything runs). A
+reader that stops reading (``attnlab generate ... | head -2``) ends the command quietly with
+141, the shell's code for SIGPIPE.
 
     attnlab train --config configs/multi30k_de_en.toml [key=value ...]
     attnlab translate CHECKPOINT [--beam 5] < in.txt > out.txt
@@ -56,6 +60,23 @@ def _top_p(text: str) -> float:
 POSITIVE, NON_NEGATIVE_FLOAT = _at_least(int, 1), _at_least(float, 0.0)
 
 
+def utf8_text(text: str) -> str:
+    """The argparse type of every text argument (file names included): ``text`` when it is
+    UTF-8. Python decodes other bytes of the command line to lone surrogates, which every
+    encoder, tokenizer and JSON file refuses later, somewhere else each time; refused here,
+    the error names the argument and the byte."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        byte = ord(text[err.start]) - 0xDC00  # surrogateescape keeps the byte as U+DC80..U+DCFF
+        shown = f"byte 0x{byte:02x}" if 0x80 <= byte <= 0xFF else "a lone surrogate"
+        raise argparse.ArgumentTypeError(
+            f"is not UTF-8 ({shown} at character {err.start}); attnlab takes text and file names "
+            "in UTF-8"
+        ) from None
+    return text
+
+
 def _common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=POSITIVE, default=None,
                    help="CPU threads for torch (default: $OMP_NUM_THREADS, else every core)")
@@ -96,8 +117,10 @@ def _translate_args(p: argparse.ArgumentParser) -> None:
 
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory of any task (translator, LM, NTM, captioner)")
-    p.add_argument("--split", default=None, help="data split (default: test_2016_flickr / val)")
-    _decoding_args(p)
+    p.add_argument("--split", default=None,
+                   help="split to score: a translator's test_2016_flickr (default), val or train; "
+                        "a language model's val; an NTM's or captioner's test (their only split)")
+    _decoding_args(p)  # translators and captioners; refused for the checkpoints that do not decode
     p.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
     _device_arg(p)
 
@@ -211,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help_text, target, add_args) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
+        p.register("type", None, utf8_text)  # every argument without a type of its own
         p.set_defaults(_target=target)
         add_args(p)
         _common_args(p)
@@ -233,6 +257,18 @@ def _diverged(err: BaseException) -> bool:
     return isinstance(err, NonFiniteLossError)
 
 
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what is still buffered
+    does not fail on the closed pipe again (Python's documentation, "Note on SIGPIPE")."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (captured in a test)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -244,15 +280,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     debug = args.debug or os.environ.get("ATTNLAB_DEBUG", "") not in ("", "0")
     where = f"attnlab {args.command}"
-    try:
-        set_threads(args.threads)
-        keep_freed_memory()  # glibc: reuse freed activations instead of page-faulting them in again
-        with terminate_as_interrupt():
+    try:  # argv None: this is the command, whose process ends when main returns
+        with terminate_as_interrupt(until_exit=argv is None):
+            set_threads(args.threads)
+            keep_freed_memory()  # glibc: reuse freed activations instead of page-faulting them in again
             result = _load(args._target)(args)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM
         signum = signal_of(interrupt)
         print(f"{where}: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
         return exit_code(signum)
+    except BrokenPipeError:  # the reader of stdout went away (| head): stop quietly
+        _discard_stdout()
+        return exit_code(signal.SIGPIPE)
     except (ValueError, OSError, EOFError) as err:  # bad input, files, disks
         if debug:
             raise

@@ -50,6 +50,16 @@ def shape_str(shape: Sequence[int]) -> str:
     return "(" + ", ".join(str(int(s)) for s in shape) + ")"
 
 
+def indefinite(noun: str) -> str:
+    """``noun`` with its article, for messages: ``an attention_seq2seq``, ``a transformer``."""
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one: ``1 thread``, ``2 threads``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def check_tensor(name: str, x: object) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")

@@ -30,6 +30,10 @@ TINYSHAKESPEARE_URL = (
 TINYSHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 
 PathLike = str | os.PathLike[str]
+READS_FROM = (
+    f"attnlab reads corpora from --data-dir (data_dir= in Python), else ${DATA_ENV}, else {DEFAULT_DATA_DIR}"
+)
+"""Where the data directory comes from, as the errors for a missing corpus say it."""
 
 
 def data_dir(explicit: PathLike | None = None) -> Path:
@@ -60,9 +64,9 @@ def ensure_file(path: Path, url: str, sha256: str | None, *, download_missing: b
         env = os.environ.get(DATA_ENV)
         where = f"${DATA_ENV}={env}" if env else f"${DATA_ENV} is unset"
         raise FileNotFoundError(
-            f"{path} not found ({where}). attnlab reads corpora from the data_dir argument, "
-            f"else ${DATA_ENV}, else {DEFAULT_DATA_DIR}; point one at a directory holding "
-            f"{path.parent.name}/, or pass download=True to fetch {url}"
+            f"{path} not found ({where}). {READS_FROM}; point one at a directory holding "
+            f"{path.parent.name}/, or fetch the file there: curl -L --create-dirs -o {path} {url} "
+            "(in Python, download=True fetches it and checks its sha256)"
         )
     return fetch(url, path, sha256)
 
@@ -83,15 +87,32 @@ def _raw_lines(path: PathLike) -> Iterator[tuple[int, str]]:
         raise ValueError(f"{path}: truncated or corrupt gzip file ({err})") from None
 
 
+def _not_utf8(path: PathLike, number: int, err: UnicodeDecodeError, line_start: int = 0) -> ValueError:
+    """The error for bytes that are not UTF-8: ``path:line: ... at byte B`` (B within the line)."""
+    return ValueError(f"{path}:{number}: not valid UTF-8 ({err.reason} at byte {err.start - line_start})")
+
+
 def _decode_line(raw: bytes, path: PathLike, number: int) -> str:
     """One line as text, its ``\\n`` removed (and the byte-order mark of line 1)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path}:{number}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
+        raise _not_utf8(path, number, err) from None
     if number == 1:
         text = text.removeprefix("\ufeff")  # byte-order mark
     return text.removesuffix("\n")
+
+
+def read_text(path: PathLike) -> str:
+    """A whole UTF-8 text file, line ends as Python's text mode gives them (``\\r\\n`` → ``\\n``);
+    bytes that are not UTF-8 raise ``ValueError`` naming the file and the line."""
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line_start = raw.rfind(b"\n", 0, err.start) + 1
+        raise _not_utf8(path, raw.count(b"\n", 0, err.start) + 1, err, line_start) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_lines(path: PathLike) -> list[str]:
@@ -160,4 +181,4 @@ def load_tinyshakespeare(
     path = _resolve_data_dir(data_dir) / "tinyshakespeare" / "input.txt"
     url = f"{(base_url or TINYSHAKESPEARE_URL).rstrip('/')}/input.txt"
     ensure_file(path, url, TINYSHAKESPEARE_SHA256, download_missing=download)
-    return path.read_text(encoding="utf-8")
+    return read_text(path)

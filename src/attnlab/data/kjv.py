@@ -73,8 +73,8 @@ def _read_conf(path: Path) -> dict[str, str]:
 
 def _missing(where: Path, why: str) -> FileNotFoundError:
     return FileNotFoundError(
-        f"King James Bible not found: {why} (looked in {where}; set ${SWORD_ENV} or pass "
-        f"sword_dir to look elsewhere). Install Debian's {KJV_PACKAGE} once with: {INSTALL_COMMAND}"
+        f"King James Bible not found: {why} (looked in {where}; --sword-dir, sword_dir= in Python, "
+        f"or ${SWORD_ENV} looks elsewhere). Install Debian's {KJV_PACKAGE} once with: {INSTALL_COMMAND}"
     )
 
 

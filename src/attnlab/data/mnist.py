@@ -44,7 +44,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from attnlab.data.corpora import DATA_ENV, DEFAULT_DATA_DIR, PathLike
+from attnlab.data.corpora import DATA_ENV, DEFAULT_DATA_DIR, READS_FROM, PathLike
 from attnlab.data.corpora import data_dir as _resolve_data_dir
 from attnlab.validation import check_choice
 
@@ -86,8 +86,7 @@ def mnist_dir(data_dir: PathLike | None = None) -> Path:
     if not path.is_dir():
         raise FileNotFoundError(
             f"MNIST directory {path} not found ({_where(data_dir)}): attnlab reads the MNIST test "
-            f"digits from <data_dir>/{MNIST_DIR}/{IMAGES_FILE} and {LABELS_FILE}, data_dir being the "
-            f"data_dir argument, else ${DATA_ENV}, else {DEFAULT_DATA_DIR}"
+            f"digits from <data_dir>/{MNIST_DIR}/{IMAGES_FILE} and {LABELS_FILE}; {READS_FROM}"
         )
     return path
 

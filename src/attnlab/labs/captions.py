@@ -73,7 +73,7 @@ def by_digit_count(captioner, test, hyps: list[list[int]]) -> list[list]:
 
 def run(out_dir: Path, options: LabOptions) -> LabReport:
     """Caption the test scenes, measure the attention on the named digits, draw the maps."""
-    from attnlab.tasks.base import saved_recipe
+    from attnlab.tasks.base import load_saved_recipe
     from attnlab.tasks.caption_pictures import draw_samples_and_mistakes
     from attnlab.tasks.captioner import Captioner
     from attnlab.tasks.captioning import test_scores
@@ -81,7 +81,7 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
 
     report = LabReport("captions", TITLE, SOURCE)
     checkpoint = find_checkpoints("captions", options, DEFAULTS, ("show_attend_tell",))[0]
-    recipe = CaptionRecipe.from_dict(saved_recipe(checkpoint))
+    recipe = load_saved_recipe(checkpoint, CaptionRecipe)
     if options.quick:
         recipe = dataclasses.replace(recipe, eval=dataclasses.replace(recipe.eval, beam_size=1))
     captioner = Captioner.from_checkpoint(checkpoint, device=options.device)
@@ -89,7 +89,7 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
         raise LabUnavailable(f"lab captions: checkpoint {checkpoint} has no attention (attention = false); "
                              f"train one with `{DEFAULTS[0].command}`")
     test = load_test_scenes(checkpoint, recipe, options, captioner.tok)
-    scores, hyps = test_scores(captioner, test, recipe)
+    scores, hyps = test_scores(captioner, test, recipe, progress=options.progress)
     for key in ("exact_match", "bleu", "box_attention", "box_area", "box_words", "captions", "beam_size"):
         if key in scores:
             report.number(key, scores[key])

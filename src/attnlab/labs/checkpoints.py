@@ -20,6 +20,7 @@ from pathlib import Path
 from attnlab.checkpoint import CONFIG_NAME, WEIGHTS_NAME, latest_checkpoint, load_config
 from attnlab.labs.registry import LabUnavailable
 from attnlab.labs.report import LabOptions
+from attnlab.validation import indefinite
 
 __all__ = ["DefaultRun", "checkpoint_in", "corpora_needed", "find_checkpoints", "model_type_of"]
 
@@ -66,8 +67,8 @@ def _given(lab: str, path: str, model_types: Collection[str]) -> Path:
     kind = model_type_of(found)
     if kind not in model_types:
         raise LabUnavailable(
-            f"lab {lab} reads a {' or '.join(model_types)} checkpoint, but {found} holds a "
-            f"{kind or 'unnamed'} model"
+            f"lab {lab} reads {indefinite(' or '.join(model_types))} checkpoint, but {found} holds "
+            f"{indefinite(kind or 'unnamed')} model"
         )
     return found
 

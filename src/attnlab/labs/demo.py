@@ -6,7 +6,8 @@ on Multi30k from scratch (from ``$ATTNLAB_DATA/multi30k``), then prints sacreBLE
 alignment picture of one test sentence (the last decoder layer's cross-attention) — all into
 ``--out`` (default ``runs/demo``, replaced on each run: it is the demo's own directory).
 ``--pooling`` runs the seconds-long attention-pooling lab of López et al. (Attention
-Mechanisms) (:mod:`attnlab.labs.pooling`) instead.
+Mechanisms) (:mod:`attnlab.labs.pooling`) instead, into ``--out`` (default
+``runs/demo_pooling``, beside the translator's run, not in place of it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 DEFAULT_OUT = "runs/demo"
+DEFAULT_POOLING_OUT = "runs/demo_pooling"
 DEMO_RECIPE = "multi30k_demo.toml"
 
 
@@ -46,7 +48,7 @@ def run_translation_demo(out_dir: str | Path = DEFAULT_OUT, data_dir: str | None
     return out_dir / "results.json"
 
 
-def run_pooling_demo(out_dir: str | Path = DEFAULT_OUT) -> Path:
+def run_pooling_demo(out_dir: str | Path = DEFAULT_POOLING_OUT) -> Path:
     """Run the attention-pooling lab (:mod:`attnlab.labs.pooling`) into ``out_dir``: print its
     report, write ``report.md``; return the path of the fits picture."""
     from attnlab.labs import pooling
@@ -67,14 +69,15 @@ def cli(args: argparse.Namespace) -> int:
     """Entry for ``attnlab demo`` (see :mod:`attnlab.cli`)."""
     out = getattr(args, "out", None)
     if getattr(args, "pooling", False):
-        run_pooling_demo(out or "runs/demo_pooling")
+        run_pooling_demo(out or DEFAULT_POOLING_OUT)
     else:
         run_translation_demo(out or DEFAULT_OUT, getattr(args, "data_dir", None))
     return 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT})")
+    where = f"default: {DEFAULT_OUT}; with --pooling {DEFAULT_POOLING_OUT}"
+    parser.add_argument("--out", default=None, help=f"output directory ({where})")
     parser.add_argument("--pooling", action="store_true", help="the attention-pooling demo instead")
     parser.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
 

@@ -147,12 +147,12 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
     from attnlab.models import load_pretrained
     from attnlab.tasks.algorithmic import bit_errors, draw_memory_access
     from attnlab.tasks.algorithmic_recipe import AlgorithmicRecipe
-    from attnlab.tasks.base import saved_recipe
+    from attnlab.tasks.base import load_saved_recipe
 
     out_dir = Path(out_dir)
     report = LabReport("memory", TITLE, SOURCE)
     checkpoint = find_checkpoints("memory", options, DEFAULTS, ("ntm",))[0]
-    recipe = AlgorithmicRecipe.from_dict(saved_recipe(checkpoint))
+    recipe = load_saved_recipe(checkpoint, AlgorithmicRecipe)
     model = load_pretrained(checkpoint, device=options.device)
     lengths, count = _lengths(recipe, options.quick), SEQUENCES[options.quick]
     traces, errors = [], {}

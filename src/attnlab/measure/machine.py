@@ -57,9 +57,10 @@ def header() -> str:
     """Three lines: CPU and flags; torch, threads, capability; the measured matmul ceilings."""
     flags = ", ".join(cpu_flags()) or "none of " + ", ".join(FLAGS)
     fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
+    threads = torch.get_num_threads()
     return (
         f"CPU: {cpu_model()} ({platform.machine()}); flags: {flags}\n"
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}, {threads} thread{'' if threads == 1 else 's'}, "
         f"{torch.backends.cpu.get_cpu_capability()}\n"
         f"matmul ceiling measured now (2048²): fp32 {fp32:,.0f} GFLOP/s, bf16 {bf16:,.0f} GFLOP/s"
     )

@@ -9,6 +9,7 @@ gets ``from_config``, ``save_pretrained``, ``from_pretrained`` and ``num_paramet
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,9 +19,17 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.attention.multihead import KVCache
-from attnlab.checkpoint import ExtraFiles, load_config, load_into, load_state, save_pretrained
+from attnlab.checkpoint import (
+    CONFIG_NAME,
+    ExtraFiles,
+    load_config,
+    load_into,
+    load_state,
+    save_pretrained,
+)
 from attnlab.config import upgrade
 from attnlab.devices import resolve_device
+from attnlab.validation import indefinite
 
 MODEL_TYPES: dict[str, type[PretrainedModel]] = {}
 """Every registered model class by the ``model_type`` its ``config.json`` carries."""
@@ -67,7 +76,7 @@ class PretrainedModel(nn.Module):
             config = cls.config_class.from_dict(config)
         if not isinstance(config, cls.config_class):
             raise TypeError(
-                f"config must be a {cls.config_class.__name__} (or a dict), "
+                f"config must be {indefinite(cls.config_class.__name__)} (or a dict), "
                 f"got {type(config).__name__}"
             )
         return cls(config)
@@ -90,8 +99,14 @@ class PretrainedModel(nn.Module):
                 f"checkpoint {directory} has model_type {model_type!r} but {cls.__name__} "
                 f"expects {cls.model_type!r}"
             )
-        model = cls.from_config(cls.config_class.from_dict(upgrade(cls.config_class, config)))
-        load_into(model, state, directory)
+        fields = upgrade(cls.config_class, config)
+        try:
+            parsed = cls.config_class.from_dict(fields)
+        except ValueError as err:
+            raise ValueError(f"checkpoint config {Path(directory) / CONFIG_NAME}: {err}") from None
+        model = cls.from_config(parsed)
+        absent = [f.name for f in dataclasses.fields(parsed) if f.init and f.name not in fields]
+        load_into(model, state, directory, absent=absent)
         return model.to(device).eval()
 
     def num_parameters(self, trainable_only: bool = False, exclude_embeddings: bool = False) -> int:

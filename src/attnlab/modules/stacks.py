@@ -28,7 +28,7 @@ from attnlab.attention.multihead import KVCache
 from attnlab.modules.block_config import BlockConfig
 from attnlab.modules.blocks import DecoderLayer, EncoderLayer, TransformerLayer, as_attention_mask
 from attnlab.modules.norms import make_norm
-from attnlab.validation import check_positive, check_rank
+from attnlab.validation import check_positive, check_rank, indefinite
 
 
 class LayerStack(nn.Module):
@@ -43,7 +43,7 @@ class LayerStack(nn.Module):
         for i, layer in enumerate(layers):
             if not isinstance(layer, self.layer_class):
                 raise TypeError(
-                    f"layers[{i}] must be a {self.layer_class.__name__}, got {type(layer).__name__}"
+                    f"layers[{i}] must be {indefinite(self.layer_class.__name__)}, got {type(layer).__name__}"
                 )
             if layer.d_model != layers[0].d_model:
                 raise ValueError(

@@ -21,6 +21,7 @@ training driver; ``attnlab evaluate`` finds the task by the checkpoint's ``model
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from attnlab.tasks.base import (
 from attnlab.tasks.captioning import CaptioningTask
 from attnlab.tasks.captioning_recipe import CaptionRecipe
 from attnlab.tasks.language_model import LanguageModelTask, LMRecipe
-from attnlab.tasks.recipe import ModelTable, Recipe
+from attnlab.tasks.recipe import ModelTable, Recipe, fit_warmup
 from attnlab.tasks.translation import TranslationTask
 from attnlab.tasks.translation_recipe import TranslationRecipe
 
@@ -68,10 +69,14 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> dict[st
     """Read a TOML recipe and apply dotted ``key=value`` overrides (values are TOML literals).
 
     Unknown keys are rejected later, by name, when each table is mapped onto its dataclass.
+    A run the overrides make no longer than its warmup gets a shorter warmup, with a note on
+    stderr (:func:`~attnlab.tasks.recipe.fit_warmup`).
     """
     from attnlab.config import load_toml
 
     recipe = load_toml(path, overrides)
     if "task" not in recipe:
         raise ValueError(f"config {path} must name its task at the top level, e.g. task = \"translation\"")
+    if (note := fit_warmup(recipe, overrides or [])) is not None:
+        print(note, file=sys.stderr, flush=True)
     return recipe

@@ -33,7 +33,7 @@ from attnlab.devices import model_device, to_device
 from attnlab.generation.state import inference
 from attnlab.models import load_pretrained
 from attnlab.tasks.algorithmic_recipe import AlgorithmicData, AlgorithmicRecipe
-from attnlab.tasks.base import EvaluateRequest, Task, register_task, saved_recipe
+from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
 
@@ -188,9 +188,8 @@ class AlgorithmicTask(Task):
     @classmethod
     def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
         """Bit errors per sequence at the checkpoint recipe's test lengths."""
-        if request.split not in (None, "test"):
-            raise ValueError(f"split must be 'test' for an algorithmic task, got {request.split!r}")
-        recipe = AlgorithmicRecipe.from_dict(saved_recipe(checkpoint))
+        cls.eval_split(request)
+        recipe = load_saved_recipe(checkpoint, AlgorithmicRecipe)
         return score_lengths(load_pretrained(checkpoint, device=request.device), recipe)
 
     @classmethod

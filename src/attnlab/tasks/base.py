@@ -35,11 +35,13 @@ from attnlab.tasks.recipe import RECIPE_FILE, Recipe
 from attnlab.training import Trainer, TrainResult, build_optimizer
 from attnlab.training.distributed import get_rank
 from attnlab.training.run_dir import writing_run
+from attnlab.validation import counted, indefinite
 
 TASKS: dict[str, type[Task]] = {}
 """Every registered task class by its recipe's ``task = "..."`` name."""
 
 T = TypeVar("T", bound="type[Task]")
+R = TypeVar("R", bound=Recipe)
 
 
 @dataclass
@@ -65,6 +67,10 @@ class Task(ABC):
     """
 
     recipe_class: ClassVar[type[Recipe]]
+    eval_splits: ClassVar[tuple[str, ...]] = ("test",)
+    """The splits :meth:`evaluate` scores, its default first."""
+    decodes: ClassVar[bool] = False
+    """Whether :meth:`evaluate` decodes with beam search (so a request's beam settings apply)."""
 
     def __init__(
         self, recipe: Recipe, run_dir: str | Path, *, data_dir: str | None = None,
@@ -119,14 +125,33 @@ class Task(ABC):
     def format_scores(cls, scores: Mapping[str, Any]) -> str:
         """The lines ``attnlab evaluate`` prints for :meth:`evaluate`'s scores."""
 
+    @classmethod
+    def eval_split(cls, request: EvaluateRequest) -> str:
+        """The split ``request`` asks :meth:`evaluate` for (default: the first of
+        :attr:`eval_splits`). Refused in one line: a split the task does not have, and beam
+        settings for a task that scores without decoding (they would be ignored)."""
+        task = cls.recipe_class.task_name
+        if not cls.decodes and (request.beam_size is not None or request.length_penalty is not None):
+            decoding = " and ".join(sorted(name for name, c in TASKS.items() if c.decodes))
+            raise ValueError(
+                f"--beam and --length-penalty set how {decoding} checkpoints decode; "
+                f"{indefinite(task)} checkpoint is scored without decoding"
+            )
+        split = request.split or cls.eval_splits[0]
+        if split not in cls.eval_splits:
+            raise ValueError(f"--split must be one of {', '.join(cls.eval_splits)} for "
+                             f"{indefinite(task)} checkpoint, got {split!r}")
+        return split
+
 
 def run_header(task: Task) -> str:
     """The first line of a run: versions, threads, device, run directory (what the numbers
     that follow depend on)."""
     from attnlab import __version__
 
+    threads = counted(torch.get_num_threads(), "thread")
     return (
-        f"attnlab {__version__} · torch {torch.__version__} · {torch.get_num_threads()} threads · "
+        f"attnlab {__version__} · torch {torch.__version__} · {threads} · "
         f"device {task.device} · task {task.recipe.task} · run {task.run_dir}"
     )
 
@@ -169,16 +194,26 @@ def saved_recipe(checkpoint: str | Path) -> dict[str, Any]:
     return read_json_object(file)
 
 
+def load_saved_recipe(checkpoint: str | Path, cls: type[R] | None = None) -> R:
+    """A checkpoint's ``recipe.json`` parsed as ``cls`` (default: the recipe class of the task
+    it names); a missing, unreadable or invalid one is a ``ValueError`` naming the file."""
+    data = saved_recipe(checkpoint)
+    try:
+        if cls is None:
+            if "task" not in data:
+                raise ValueError("a recipe must name its task at the top level")
+            cls = task_class(data["task"]).recipe_class
+        return cls.from_dict(data)
+    except ValueError as err:
+        raise ValueError(f"{Path(checkpoint) / RECIPE_FILE}: {err}") from None
+
+
 def check_continues(recipe: Recipe, checkpoint: Path) -> None:
     """Refuse to resume ``checkpoint`` under a recipe whose data, model or optimizer differ from
     the run's own (:meth:`Recipe.check_continues`); a checkpoint without a recipe passes."""
     if not (checkpoint / RECIPE_FILE).is_file():
         return
-    try:
-        saved = type(recipe).from_dict(saved_recipe(checkpoint))
-    except ValueError as err:
-        raise ValueError(f"{checkpoint / RECIPE_FILE}: {err}") from None
-    recipe.check_continues(saved, checkpoint)
+    recipe.check_continues(load_saved_recipe(checkpoint, type(recipe)), checkpoint)
 
 
 def train(

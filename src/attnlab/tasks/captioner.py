@@ -23,6 +23,7 @@ from attnlab.devices import model_device
 from attnlab.generation import beam_search, greedy_search
 from attnlab.generation.state import inference
 from attnlab.models import load_pretrained
+from attnlab.training.progress import progress_bar
 
 __all__ = ["Captioner", "box_share"]
 
@@ -50,20 +51,24 @@ class Captioner:
         return cls(load_pretrained(checkpoint, device=device), load_tokenizer(checkpoint))
 
     def caption_ids(self, images: Tensor, *, beam_size: int = 3, length_penalty: float = 0.0,
-                    max_len: int = 24, batch_size: int = 100) -> list[list[int]]:
-        """Caption token ids (no bos / eos) of ``images (N, C, H, W)``, ``batch_size`` at a time."""
+                    max_len: int = 24, batch_size: int = 100, progress: bool = False) -> list[list[int]]:
+        """Caption token ids (no bos / eos) of ``images (N, C, H, W)``, ``batch_size`` at a time
+        (``progress``: a bar over the images, :func:`~attnlab.training.progress.progress_bar`)."""
         out: list[list[int]] = []
         device = model_device(self.model)
         kwargs = dict(max_new_tokens=max_len, bos_id=self.tok.bos_id, eos_id=self.tok.eos_id)
-        for start in range(0, images.shape[0], batch_size):
-            batch = images[start:start + batch_size].to(device)
-            if beam_size == 1:
-                out += greedy_search(self.model, batch, **kwargs)
-            else:
-                best = beam_search(
-                    self.model, batch, beam_size=beam_size, length_penalty=length_penalty, **kwargs
-                )
-                out += [h[0].tokens for h in best]
+        bar = progress_bar(images.shape[0], unit="image", desc="decoding", enabled=progress, leave=False)
+        with bar:
+            for start in range(0, images.shape[0], batch_size):
+                batch = images[start:start + batch_size].to(device)
+                if beam_size == 1:
+                    out += greedy_search(self.model, batch, **kwargs)
+                else:
+                    best = beam_search(
+                        self.model, batch, beam_size=beam_size, length_penalty=length_penalty, **kwargs
+                    )
+                    out += [h[0].tokens for h in best]
+                bar.update(batch.shape[0])
         return out
 
     def caption(self, images: Tensor, **decoding: Any) -> list[str]:

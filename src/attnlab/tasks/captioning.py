@@ -36,7 +36,7 @@ from attnlab.data.image_captions import write_scene_folder
 from attnlab.data.scenes import make_scenes
 from attnlab.data.tokenizers import TOKENIZER_FILE, WordTokenizer, load_tokenizer
 from attnlab.evaluation import bleu
-from attnlab.tasks.base import EvaluateRequest, Task, register_task, saved_recipe
+from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
 from attnlab.tasks.captioner import Captioner
 from attnlab.tasks.captioning_recipe import CaptionData, CaptionRecipe
 from attnlab.training import TrainResult
@@ -104,6 +104,7 @@ class CaptioningTask(Task):
 
     recipe_class = CaptionRecipe
     recipe: CaptionRecipe
+    decodes = True
 
     def prepare(self, resume: Path | None) -> None:
         self.start = time.perf_counter()
@@ -159,11 +160,11 @@ class CaptioningTask(Task):
         """Save ``final/``, beam-decode the test scenes, score, draw, write ``results.json``."""
         final = model.save_pretrained(self.run_dir / "final", extra=self.checkpoint_files())
         captioner = Captioner(model, self.tok)
-        scores, hyps = test_scores(captioner, self.sets["test"], self.recipe)
+        test = self.sets["test"]
+        scores, hyps = test_scores(captioner, test, self.recipe, progress=self.recipe.train.progress)
         print(self.format_scores(scores))
         from attnlab.tasks.caption_pictures import draw_samples_and_mistakes
 
-        test = self.sets["test"]
         pictures = draw_samples_and_mistakes(captioner, test, hyps, self.run_dir, self.recipe.eval)
         samples = [{"reference": test.captions[i], "caption": self.tok.decode(hyps[i])}
                    for i in range(min(self.recipe.eval.sample_count, len(test)))]
@@ -186,9 +187,8 @@ class CaptioningTask(Task):
     @classmethod
     def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
         """The test scores of ``checkpoint`` on its recipe's test scenes (composed again: seeded)."""
-        if request.split not in (None, "test"):
-            raise ValueError(f"split must be 'test' for captioning, got {request.split!r}")
-        recipe = CaptionRecipe.from_dict(saved_recipe(checkpoint))
+        cls.eval_split(request)
+        recipe = load_saved_recipe(checkpoint, CaptionRecipe)
         if request.beam_size is not None:
             recipe.eval.beam_size = request.beam_size
         if request.length_penalty is not None:
@@ -198,7 +198,8 @@ class CaptioningTask(Task):
         with tempfile.TemporaryDirectory(prefix="attnlab-scenes-") as root:
             folder = split_folders(d, Path(root), request.data_dir, only="test")["test"]
             images, captions, digits = CaptionSet.read_folder(folder, channels=d.channels, size=d.size)
-        return test_scores(captioner, CaptionSet(images, captions, captioner.tok, digits), recipe)[0]
+        test = CaptionSet(images, captions, captioner.tok, digits)
+        return test_scores(captioner, test, recipe, progress=recipe.train.progress)[0]
 
     @classmethod
     def format_scores(cls, scores: Mapping[str, Any]) -> str:
@@ -213,12 +214,15 @@ class CaptioningTask(Task):
         return "\n".join(lines)
 
 
-def test_scores(captioner: Captioner, test: CaptionSet, recipe: CaptionRecipe) -> tuple[dict[str, Any], list]:
-    """Beam-decode ``test`` with the recipe's settings; exact match, sacreBLEU and, for scenes
-    with boxes and a model with attention, the attention on the named digits."""
+def test_scores(
+    captioner: Captioner, test: CaptionSet, recipe: CaptionRecipe, *, progress: bool = False
+) -> tuple[dict[str, Any], list]:
+    """Beam-decode ``test`` with the recipe's settings (``progress``: show a bar); exact match,
+    sacreBLEU and, for scenes with boxes and a model with attention, the attention on the
+    named digits."""
     ev = recipe.eval
     hyps = captioner.caption_ids(test.images, beam_size=ev.beam_size, length_penalty=ev.length_penalty,
-                                 max_len=ev.max_len, batch_size=ev.batch_size)
+                                 max_len=ev.max_len, batch_size=ev.batch_size, progress=progress)
     scores = {**score_captions(hyps, test, captioner.tok), "beam_size": ev.beam_size}
     if test.digits is not None and captioner.model.config.attention:
         scores.update(captioner.attention_on_digits(test.images, hyps, test.digits))
@@ -232,7 +236,7 @@ def caption_cli(args: Any) -> int:
     from attnlab.data.image_captions import load_image
     from attnlab.visualize.captions import CaptionAttention, plot_caption_attention
 
-    recipe = CaptionRecipe.from_dict(saved_recipe(args.checkpoint))
+    recipe = load_saved_recipe(args.checkpoint, CaptionRecipe)
     captioner = Captioner.from_checkpoint(args.checkpoint, device=args.device)
     config = captioner.model.config
     images = torch.stack([load_image(p, config.in_channels, config.image_size) for p in args.images])

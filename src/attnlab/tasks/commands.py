@@ -14,7 +14,7 @@ from attnlab.checkpoint import load_config, resolve_resume, run_dir_of
 from attnlab.config import apply_overrides
 from attnlab.tasks import EvaluateRequest, Task, load_recipe, task_for_checkpoint
 from attnlab.tasks import train as train_task
-from attnlab.tasks.base import saved_recipe
+from attnlab.tasks.base import load_saved_recipe, saved_recipe
 from attnlab.tasks.language_model import LanguageModelTask, generate_cli
 from attnlab.tasks.translation import TranslationTask, Translator, checkpoint_decoding, translate_cli
 
@@ -25,7 +25,9 @@ def train(args: argparse.Namespace) -> int:
     if args.config is not None:
         recipe = load_recipe(args.config, args.overrides)
     elif args.resume is not None:
-        recipe = apply_overrides(saved_recipe(resolve_resume(args.resume)), args.overrides)
+        checkpoint = resolve_resume(args.resume)
+        load_saved_recipe(checkpoint)  # a bad recipe.json is refused naming it, before the overrides
+        recipe = apply_overrides(saved_recipe(checkpoint), args.overrides)
     else:
         raise ValueError("train needs --config RECIPE, or --resume RUN to continue a run")
     if args.run_dir:

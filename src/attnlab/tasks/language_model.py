@@ -214,6 +214,7 @@ class LanguageModelTask(Task):
 
     recipe_class = LMRecipe
     recipe: LMRecipe
+    eval_splits = ("val",)
 
     def prepare(self, resume: Path | None) -> None:
         """The text, its tokenizer (or the resumed run's), the token streams and the fixed
@@ -299,8 +300,7 @@ class LanguageModelTask(Task):
     @classmethod
     def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
         """Loss and perplexity of ``checkpoint`` on the whole validation split."""
-        if request.split not in (None, "val"):
-            raise ValueError(f"split must be 'val' for a language model, got {request.split!r}")
+        cls.eval_split(request)
         model, tokenizer = load_lm(checkpoint, device=request.device)
         data = _checkpoint_data(Path(checkpoint))
         _, val_text = split_text(load_tinyshakespeare(request.data_dir), data.train_fraction)

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from attnlab.config import from_dict, unknown_key_error
+from attnlab.config import from_dict, parse_override, unknown_key_error
 from attnlab.models import MODEL_TYPES  # importing the models registers them
 from attnlab.training import OptimConfig, TrainConfig
 from attnlab.validation import check_choice
@@ -39,6 +39,28 @@ RECIPE_FILE = "recipe.json"  # the parsed recipe, saved into every checkpoint
 FIXED_ON_RESUME = (
     "data.", "model.", "optim.", "train.seed", "train.grad_accum", "train.clip_norm", "train.bf16",
 )
+
+
+def fit_warmup(recipe: MutableMapping[str, Any], overrides: Sequence[str]) -> str | None:
+    """Shorten the warmup of a run the command line shortened: when ``overrides`` set
+    ``train.max_steps`` (or ``optim.decay_steps``) to no more than the recipe's ``optim.warmup``,
+    which a cosine schedule needs to be shorter, the warmup becomes a tenth of the run. Returns
+    the note saying so (``None`` when nothing changed). A warmup given in ``overrides`` too is
+    left as it is, for :meth:`Recipe.from_dict` to refuse."""
+    optim, train = recipe.get("optim", {}), recipe.get("train", {})
+    if not isinstance(optim, Mapping) or not isinstance(train, Mapping):
+        return None  # refused by name later
+    given = {".".join(parse_override(o)[0]) for o in overrides}
+    length = "optim.decay_steps" if optim.get("decay_steps") is not None else "train.max_steps"
+    total = optim.get("decay_steps") if length == "optim.decay_steps" else train.get("max_steps")
+    warmup = optim.get("warmup", OptimConfig.warmup)
+    if (optim.get("schedule", OptimConfig.schedule) != "warmup_cosine" or "optim.warmup" in given
+            or length not in given or not all(type(v) is int and v > 0 for v in (total, warmup))
+            or warmup < total):
+        return None
+    recipe["optim"] = {**optim, "warmup": total // 10}
+    return (f"note: optim.warmup={warmup} is not shorter than {length}={total}: warming up over "
+            f"{total // 10} steps instead (a tenth of the run; set optim.warmup to choose)")
 
 
 class ModelTable(Generic[C]):

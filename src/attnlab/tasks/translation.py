@@ -40,7 +40,13 @@ from attnlab.evaluation import bleu, chrf
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
 from attnlab.tasks.translation_recipe import DecodeConfig, TranslationRecipe
 from attnlab.tasks.translator import Translator, read_chunks, translate
-from attnlab.training import TrainResult, average_checkpoints, label_smoothed_cross_entropy, last_checkpoints
+from attnlab.training import (
+    TrainConfig,
+    TrainResult,
+    average_checkpoints,
+    label_smoothed_cross_entropy,
+    last_checkpoints,
+)
 from attnlab.training.losses import mean_loss
 
 __all__ = ["TranslationTask", "Translator", "checkpoint_decoding", "score", "translate", "translate_cli"]
@@ -71,6 +77,8 @@ class TranslationTask(Task):
 
     recipe_class = TranslationRecipe
     recipe: TranslationRecipe
+    eval_splits = ("test_2016_flickr", "val", "train")
+    decodes = True
 
     def prepare(self, resume: Path | None) -> None:
         """Pairs, tokenizers (learned here unless resuming) and datasets."""
@@ -176,7 +184,7 @@ class TranslationTask(Task):
         d, ev, pairs = self.recipe.data, self.recipe.eval, self.test_pairs
         print(f"decoding {len(pairs)} {ev.test_split} sentences (beam {ev.beam_size}) ...", flush=True)
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-        hyps = translator.translate(sources, _decoding(ev))
+        hyps = translator.translate(sources, _decoding(ev), progress=self.recipe.train.progress)
         scores = score(hyps, refs)
         print(self.format_scores({**scores, "split": ev.test_split, "pair": f"{d.src_lang}-{d.tgt_lang}"}))
         samples = [
@@ -214,12 +222,13 @@ class TranslationTask(Task):
                 f"checkpoint {checkpoint} has no recipe.json naming its language pair "
                 "(data.src_lang / data.tgt_lang)"
             )
-        split = request.split or "test_2016_flickr"
+        split = cls.eval_split(request)
         pairs = load_multi30k(split, data["src_lang"], data["tgt_lang"], request.data_dir)
         decoding = checkpoint_decoding(
             recipe, beam_size=request.beam_size, length_penalty=request.length_penalty
         )
-        hyps = translator.translate([s for s, _ in pairs], decoding)
+        progress = recipe.get("train", {}).get("progress", TrainConfig.progress)  # as in training
+        hyps = translator.translate([s for s, _ in pairs], decoding, progress=progress)
         pair = f"{data['src_lang']}-{data['tgt_lang']}"
         return {**score(hyps, [t for _, t in pairs]), "split": split, "pair": pair}
 

@@ -29,6 +29,8 @@ from attnlab.generation.state import inference
 from attnlab.models import load_pretrained
 from attnlab.models.base import draws_attention
 from attnlab.tasks.recipe import RECIPE_FILE
+from attnlab.training.progress import progress_bar
+from attnlab.validation import indefinite
 
 if TYPE_CHECKING:
     from attnlab.tasks.translation_recipe import DecodeConfig
@@ -46,6 +48,7 @@ def translate(
     max_len_a: float = 1.5,
     max_len_b: int = 10,
     max_len: int | None = None,
+    progress: bool = False,
 ) -> list[str]:
     """Translate ``sentences`` (detokenized text in, detokenized text out, order kept).
 
@@ -53,7 +56,8 @@ def translate(
     (``beam_size = 1``: greedy) at most ``batch_size`` at a time, in batches of equal source
     length (so no padding). Each sentence may produce ``max_len_a · source length + max_len_b``
     subwords (``max_len`` when given): a per-sentence limit, so a translation does not depend on
-    the other input lines. Blank sentences translate to ``""``.
+    the other input lines. Blank sentences translate to ``""``. ``progress``: a bar over the
+    sentences (:func:`~attnlab.training.progress.progress_bar`).
     """
     encoded = src_tok.encode_batch([s.strip() for s in sentences])
     out = [""] * len(sentences)
@@ -67,17 +71,21 @@ def translate(
         for _, group in sorted(by_length.items())
         for j in range(0, len(group), batch_size)
     ]
-    for rows in batches:
-        src = torch.tensor([encoded[i] for i in rows], device=device)  # (B, S)
-        limit = max_len or int(max_len_a * src.shape[1] + max_len_b)
-        kwargs = dict(max_new_tokens=max(limit, 1), bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id)
-        if beam_size == 1:
-            hyps = greedy_search(model, src, **kwargs)
-        else:
-            best = beam_search(model, src, beam_size=beam_size, length_penalty=length_penalty, **kwargs)
-            hyps = [h[0].tokens for h in best]
-        for i, tokens in zip(rows, hyps, strict=True):
-            out[i] = tgt_tok.decode(tokens)
+    bar = progress_bar(sum(map(len, batches)), unit="sentence", desc="decoding", enabled=progress,
+                       leave=False)
+    with bar:
+        for rows in batches:
+            src = torch.tensor([encoded[i] for i in rows], device=device)  # (B, S)
+            limit = max_len or int(max_len_a * src.shape[1] + max_len_b)
+            kwargs = dict(max_new_tokens=max(limit, 1), bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id)
+            if beam_size == 1:
+                hyps = greedy_search(model, src, **kwargs)
+            else:
+                best = beam_search(model, src, beam_size=beam_size, length_penalty=length_penalty, **kwargs)
+                hyps = [h[0].tokens for h in best]
+            for i, tokens in zip(rows, hyps, strict=True):
+                out[i] = tgt_tok.decode(tokens)
+            bar.update(len(rows))
     return out
 
 
@@ -116,9 +124,12 @@ class Translator:
         recipe = read_json_object(recipe_file, "recipe") if recipe_file.is_file() else {}
         return cls(model, src_tok, tgt_tok), recipe
 
-    def translate(self, sentences: Sequence[str], decoding: DecodeConfig) -> list[str]:
-        """:func:`translate` with the settings of ``decoding``."""
-        return translate(self.model, self.src_tok, self.tgt_tok, sentences, **dataclasses.asdict(decoding))
+    def translate(
+        self, sentences: Sequence[str], decoding: DecodeConfig, *, progress: bool = False
+    ) -> list[str]:
+        """:func:`translate` with the settings of ``decoding`` (``progress``: show a bar)."""
+        return translate(self.model, self.src_tok, self.tgt_tok, sentences, progress=progress,
+                         **dataclasses.asdict(decoding))
 
     @property
     def draws_attention(self) -> bool:
@@ -132,7 +143,7 @@ class Translator:
         two label lists and which layer of how many."""
         if not self.draws_attention:
             raise ValueError(
-                f"a {self.model.model_type} model has no attention to draw (its decoder sees one "
+                f"{indefinite(self.model.model_type)} model has no attention to draw (its decoder sees one "
                 "fixed context vector)"
             )
         src_ids = self.src_tok.encode(source) or [self.src_tok.unk_id]

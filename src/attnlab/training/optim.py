@@ -190,6 +190,10 @@ class OptimConfig(Config):
             check_positive("optim.decay_steps", self.decay_steps)
         if self.schedule == "warmup_cosine" and self.min_lr > self.lr:
             raise ValueError(f"optim.min_lr must be <= optim.lr={self.lr}, got {self.min_lr}")
+        if self.betas is not None and (
+            len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas)
+        ):
+            raise ValueError(f"optim.betas must be two numbers in [0, 1), got {self.betas}")
 
     def check_steps(self, max_steps: int | None) -> None:
         """The schedule fits the run: a cosine needs ``decay_steps`` (or ``train.max_steps``)
@@ -204,10 +208,6 @@ class OptimConfig(Config):
                 f"optim.schedule 'warmup_cosine' decays over {total} steps, which must be more "
                 f"than optim.warmup={self.warmup}"
             )
-        if self.betas is not None and (
-            len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas)
-        ):
-            raise ValueError(f"optim.betas must be two numbers in [0, 1), got {self.betas}")
 
 
 def build_optimizer(

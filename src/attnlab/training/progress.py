@@ -1,5 +1,9 @@
 """The training progress bar: step count, loss, lr, tokens/s, and an ETA that knows the budget.
 
+Every bar attnlab shows is :func:`progress_bar`: tqdm on stderr, as wide as the terminal,
+switched by the recipe's ``train.progress`` (training, and decoding a test set after training
+or in ``attnlab evaluate``, where the checkpoint's recipe decides).
+
 A run ends at ``max_steps``, after ``max_epochs`` epochs, or when ``max_time_s`` runs out,
 whichever comes first. The bar's total is the first two (:func:`planned_steps`); with a time
 budget it shrinks to the steps the measured pace still fits (:func:`steps_within_budget`),
@@ -16,7 +20,14 @@ from tqdm.auto import tqdm
 
 from attnlab.training.config import TrainConfig
 
-__all__ = ["TrainingProgress", "planned_steps", "steps_within_budget"]
+__all__ = ["TrainingProgress", "planned_steps", "progress_bar", "steps_within_budget"]
+
+
+def progress_bar(total: int | None, *, unit: str, enabled: bool, initial: int = 0,
+                 desc: str | None = None, leave: bool = True) -> tqdm:
+    """attnlab's progress bar over ``total`` ``unit``s (shown only when ``enabled``)."""
+    return tqdm(total=total, initial=initial, unit=unit, desc=desc, leave=leave, dynamic_ncols=True,
+                disable=not enabled)
 
 
 def planned_steps(config: TrainConfig, train_data: Iterable | Any) -> int | None:
@@ -43,9 +54,7 @@ class TrainingProgress:
 
     def __init__(self, total: int | None, initial: int, *, enabled: bool) -> None:
         self.planned = total
-        self.bar = tqdm(
-            total=total, initial=initial, unit="step", dynamic_ncols=True, disable=not enabled
-        )
+        self.bar = progress_bar(total, initial=initial, unit="step", enabled=enabled)
 
     def advance(self) -> None:
         self.bar.update(1)
