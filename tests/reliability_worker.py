@@ -1,7 +1,7 @@
 """A tiny training run in its own process, for the tests that kill, signal or race it.
 
-    python tests/reliability_worker.py RUN_DIR [--steps N] [--resume] [--kill-at POINT:K]
-                                               [--sleep S] [--count-points FILE]
+    python tests/reliability_worker.py RUN_DIR [--steps N] [--resume | --overwrite]
+                                               [--kill-at POINT:K] [--sleep S] [--count-points FILE]
 
 The run: the toy LM of ``training_toys`` through attnlab's Trainer, a checkpoint every 2 steps
 (the last 2 kept), an evaluation every 2 steps whose "val_loss" always improves (so ``best/``
@@ -73,6 +73,7 @@ def main() -> None:
     p.add_argument("run_dir")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--overwrite", action="store_true")
     p.add_argument("--kill-at", default=None)
     p.add_argument("--sleep", type=float, default=0.0)
     p.add_argument("--count-points", default=None)
@@ -101,7 +102,7 @@ def main() -> None:
         training_toys.EpochShuffled(batches, seed=0), config,
         eval_fn=lambda m: {"val_loss": -float(next(evals))},
     )
-    result = trainer.fit(resume_from=args.run_dir if args.resume else None)
+    result = trainer.fit(resume_from=args.run_dir if args.resume else None, overwrite=args.overwrite)
     if args.count_points:
         Path(args.count_points).write_text(json.dumps(counts))
     torch.save({k: v.clone() for k, v in model.state_dict().items()}, Path(args.run_dir) / "final_state.pt")

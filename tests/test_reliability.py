@@ -114,7 +114,8 @@ def test_the_lock_is_reentrant_in_one_process_and_exclusive_across(tmp_path):
 def test_a_fresh_run_refuses_a_directory_with_checkpoints(tmp_path, reference):
     assert worker(tmp_path / "run", "--steps", "2").returncode == 0
     again = worker(tmp_path / "run", "--steps", "2")
-    assert again.returncode != 0 and "already holds checkpoints" in again.stderr
+    assert again.returncode != 0 and "is not empty (best/, checkpoints/" in again.stderr
+    assert f"resume it with --resume {tmp_path / 'run'}" in again.stderr
 
 
 # ---------------------------------------------------------------- atomic directories
@@ -186,9 +187,13 @@ def test_checkpoint_files_follow_the_umask(tmp_path):
 
 
 def test_writing_run_repairs_leftovers_under_the_lock(tmp_path):
+    step = tmp_path / "checkpoints" / "step_00000002"  # a resumable run (the files' presence)
+    step.mkdir(parents=True)
+    for name in ("model.safetensors", "config.json", "trainer.pt"):
+        (step / name).touch()
     (tmp_path / "checkpoints" / ".step_00000004.tmp-ab12").mkdir(parents=True)
     (tmp_path / ".final.tmp-cd34").mkdir()
-    with writing_run(tmp_path, fresh=True):
+    with writing_run(tmp_path, resume=tmp_path):
         pass
     assert not any(p.name.startswith(".") and p.is_dir() for p in tmp_path.rglob("*"))
 
@@ -242,7 +247,7 @@ def kill_and_resume(tmp_path: Path, reference: dict, name: str, k: int) -> None:
     events = read_metrics(run) if (run / "metrics.jsonl").exists() else []
     evals = sum(1 for e in events if e["event"] == "eval")
     assert_visible_checkpoints_load(run, evals)
-    resumed = worker(run, *(["--resume"] if list_checkpoints(run) else []))
+    resumed = worker(run, "--resume" if list_checkpoints(run) else "--overwrite")  # a restart replaces
     assert resumed.returncode == 0, (name, k, resumed.stderr)
     assert_same_weights(torch.load(run / "final_state.pt"), reference["state"])
     assert not [p for p in run.rglob(".*") if p.is_dir()], "leftovers were not cleaned"

@@ -230,7 +230,7 @@ def test_a_mistaken_fresh_run_is_refused_before_it_touches_the_old_runs_files(
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"}
     prepared = []
     monkeypatch.setattr(CountingTask, "prepare", lambda self, resume: prepared.append(resume))
-    with pytest.raises(ValueError, match="already holds checkpoints"):
+    with pytest.raises(ValueError, match=r"is not empty \(best/, checkpoints/.*resume it with --resume"):
         train(RECIPE, run_dir=run)
     assert prepared == []  # refused before any data was read or file written
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before

@@ -292,7 +292,7 @@ def test_fresh_run_refuses_a_run_dir_holding_an_earlier_runs_checkpoints(tmp_pat
     data = make_batches(4, batch_size=2, seed=3)
     _trainer(make_model(), data, tmp_path, save_every=2).fit()
     assert list_checkpoints(tmp_path)
-    with pytest.raises(ValueError, match="already holds checkpoints.*--resume"):
+    with pytest.raises(ValueError, match=r"is not empty \(checkpoints/.*resume it with --resume"):
         _trainer(make_model(), data, tmp_path, save_every=2).fit()
 
 

@@ -92,10 +92,19 @@ def _train_args(p: argparse.ArgumentParser) -> None:
                    help="TOML recipe, e.g. configs/multi30k_de_en.toml (resuming: default the run's own)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides: train.max_steps=100")
     p.add_argument("--run-dir", default=None,
-                   help="output directory (default: the resumed run's, else runs/<config name>)")
-    p.add_argument("--resume", default=None, help="checkpoint or run directory to continue exactly")
+                   help="output directory, new or empty (default: the resumed run's, else runs/<config>)")
+    p.add_argument("--resume", default=None,
+                   help="checkpoint or run directory to continue exactly, in that run's directory")
+    _overwrite_arg(p, "--run-dir")
     p.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
     _device_arg(p)
+
+
+def _overwrite_arg(p: argparse.ArgumentParser, where: str) -> None:
+    p.add_argument("--overwrite", action="store_true",
+                   help=f"replace the earlier run in {where}: delete everything in it first (only in "
+                        f"a directory a run wrote, holding its .lock; links are removed, not followed). "
+                        f"Without it a {where} that is not empty is refused")
 
 
 def _decoding_args(p: argparse.ArgumentParser) -> None:
@@ -142,6 +151,7 @@ def _finetune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="TOML recipe (e.g. configs/shakespeare_vs_kjv.toml)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides: finetune.steps=300")
     p.add_argument("--out", default=None, help="directory for the runs and report.json")
+    _overwrite_arg(p, "--out")
     p.add_argument("--data-dir", default=None, help="corpora directory (default $ATTNLAB_DATA)")
     p.add_argument("--sword-dir", default=None, help="SWORD library (default $SWORD_PATH, /usr/share/sword)")
 

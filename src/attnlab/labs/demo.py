@@ -4,7 +4,9 @@ By default it trains the small German→English translator of ``configs/multi30k
 on Multi30k from scratch (from ``$ATTNLAB_DATA/multi30k``), then prints sacreBLEU and chrF on
 ``test_2016_flickr`` with their signatures and five sample translations, and saves the
 alignment picture of one test sentence (the last decoder layer's cross-attention) — all into
-``--out`` (default ``runs/demo``, replaced on each run: it is the demo's own directory).
+``--out`` (default ``runs/demo``). That directory is the demo's own: each run replaces the
+earlier demo run in it (``attnlab train --overwrite``, which says so and refuses a directory
+no run wrote).
 ``--pooling`` runs the seconds-long attention-pooling lab of López et al. (Attention
 Mechanisms) (:mod:`attnlab.labs.pooling`) instead, into ``--out`` (default
 ``runs/demo_pooling``, beside the translator's run, not in place of it).
@@ -13,7 +15,6 @@ Mechanisms) (:mod:`attnlab.labs.pooling`) instead, into ``--out`` (default
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,11 +41,8 @@ def run_translation_demo(out_dir: str | Path = DEFAULT_OUT, data_dir: str | None
 
     out_dir = Path(out_dir)
     recipe_path = find_recipe()
-    if out_dir.exists():
-        print(f"replacing the previous demo run in {out_dir}")
-        shutil.rmtree(out_dir)
     print(f"Demo: a German→English Transformer trained from scratch on Multi30k ({recipe_path.name})\n")
-    train(load_recipe(recipe_path), run_dir=out_dir, data_dir=data_dir)
+    train(load_recipe(recipe_path), run_dir=out_dir, data_dir=data_dir, overwrite=True)
     return out_dir / "results.json"
 
 

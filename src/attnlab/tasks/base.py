@@ -34,7 +34,7 @@ from attnlab.signals import reraise
 from attnlab.tasks.recipe import RECIPE_FILE, Recipe
 from attnlab.training import Trainer, TrainResult, build_optimizer
 from attnlab.training.distributed import get_rank
-from attnlab.training.run_dir import writing_run
+from attnlab.training.run_dir import check_steps_left, writing_run
 from attnlab.validation import counted, indefinite
 
 TASKS: dict[str, type[Task]] = {}
@@ -223,25 +223,35 @@ def train(
     resume: str | Path | None = None,
     data_dir: str | None = None,
     device: str | torch.device = "cpu",
+    overwrite: bool = False,
 ) -> Path:
     """Train the task a recipe dict names (see the module docstring); returns ``run_dir``.
 
-    The run directory is locked (and a fresh run refused where an earlier run's checkpoints
-    are) from before the data is read to after the report. A run
-    interrupted by Ctrl-C or SIGTERM saves a resumable checkpoint and re-raises the
-    interruption instead of going on to the report (:mod:`attnlab.signals`)."""
+    ``run_dir`` must be empty, or ``resume``'s own run, or ``overwrite`` replaces the earlier
+    run in it (:mod:`attnlab.training.run_dir`). Every check on the recipe, the resumed
+    checkpoint and the run directory comes before anything is written, and the directory is
+    locked from before the data is read to after the report; a run refused after that (by
+    its data) leaves no directory it created behind. A run interrupted by Ctrl-C or SIGTERM
+    saves a resumable checkpoint and re-raises the interruption instead of going on to the
+    report (:mod:`attnlab.signals`)."""
     if "task" not in recipe:
         raise ValueError('a recipe must name its task at the top level, e.g. task = "translation"')
     cls = task_class(recipe["task"])
     parsed = cls.recipe_class.from_dict(recipe)
     task = cls(parsed, run_dir, data_dir=data_dir, device=device)
     resume_dir = None if resume is None else Path(resume)
-    # The lock, the repairs and the fresh-run check come before the data: a mistaken second
-    # run is refused before it overwrites the first run's tokenizer files.
-    with writing_run(task.run_dir, fresh=resume_dir is None, writer=get_rank() == 0):
-        if resume_dir is not None:
-            check_continues(parsed, resolve_resume(resume_dir))
+    at_step = None  # the resumed checkpoint's step
+    if resume_dir is not None:
+        checkpoint = resolve_resume(resume_dir)
+        check_continues(parsed, checkpoint)
+        at_step = check_steps_left(checkpoint, parsed.train).step
+    # The lock and the run directory's checks come before the data: a mistaken second run is
+    # refused before it overwrites the first run's tokenizer files.
+    with writing_run(task.run_dir, resume=resume_dir, overwrite=overwrite, writer=get_rank() == 0):
         print(run_header(task), flush=True)
+        if at_step is not None and at_step == parsed.train.max_steps:
+            print(f"{checkpoint} is at train.max_steps={at_step} already: nothing left to train, "
+                  f"finishing the run (evaluation, report)", flush=True)
         task.prepare(resume_dir)
         torch.manual_seed(parsed.train.seed)
         model = task.build_model().to(task.device)

@@ -20,8 +20,9 @@ from attnlab.tasks.translation import TranslationTask, Translator, checkpoint_de
 
 
 def train(args: argparse.Namespace) -> int:
-    """A new run from ``--config``, or ``--resume`` a run, by default into its own directory
-    with its own recipe (``--config`` then must agree with it; overrides apply to either)."""
+    """A new run from ``--config`` (into an empty directory, or ``--overwrite`` an earlier run),
+    or ``--resume`` a run, into its own directory with its own recipe (``--config`` then must
+    agree with it; overrides apply to either)."""
     if args.config is not None:
         recipe = load_recipe(args.config, args.overrides)
     elif args.resume is not None:
@@ -34,7 +35,8 @@ def train(args: argparse.Namespace) -> int:
         run_dir = Path(args.run_dir)
     else:
         run_dir = run_dir_of(args.resume) if args.resume else Path("runs") / Path(args.config).stem
-    train_task(recipe, run_dir=run_dir, resume=args.resume, data_dir=args.data_dir, device=args.device)
+    train_task(recipe, run_dir=run_dir, resume=args.resume, data_dir=args.data_dir, device=args.device,
+               overwrite=args.overwrite)
     return 0
 
 

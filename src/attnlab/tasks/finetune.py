@@ -50,6 +50,7 @@ from attnlab.models import GPTClassifierConfig, GPTForSequenceClassification
 from attnlab.models.classifier import POOLINGS
 from attnlab.signals import reraise
 from attnlab.training import OptimConfig, TrainConfig, Trainer, build_optimizer
+from attnlab.training.run_dir import writing_run
 from attnlab.validation import check_choice, check_positive, check_probability
 
 Encoded = tuple[list[list[int]], Tensor]  # token ids per example, labels (N,)
@@ -199,6 +200,7 @@ def run_finetune(
     data_dir: str | None = None,
     sword_dir: str | None = None,
     out_dir: str | Path | None = None,
+    overwrite: bool = False,
     progress: bool = False,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
@@ -206,13 +208,24 @@ def run_finetune(
     the same architecture from scratch on Shakespeare-vs-KJV (or ``data``); return the report.
 
     With ``out_dir``, each arm's run goes to ``out_dir/<arm>`` and the report to
-    ``out_dir/report.json``.
+    ``out_dir/report.json``; ``out_dir`` must be empty, or ``overwrite`` replaces the earlier
+    comparison in it, and it is locked like a run directory (:mod:`attnlab.training.run_dir`)
+    before anything is read.
 
     Raises:
         ValueError: the checkpoint is not a GPT (names its ``model_type``).
         FileNotFoundError: tokenizer, corpus or KJV missing (says how to get it).
     """
-    recipe = recipe or FinetuneRecipe()
+    with writing_run(out_dir, overwrite=overwrite, flag="--out"):
+        recipe = recipe or FinetuneRecipe()
+        return _compare(checkpoint, recipe, data, data_dir, sword_dir, out_dir, progress, log)
+
+
+def _compare(
+    checkpoint: str | Path, recipe: FinetuneRecipe, data: TextClassificationData | None, data_dir: str | None,
+    sword_dir: str | None, out_dir: str | Path | None, progress: bool, log: Callable[[str], None],
+) -> dict[str, Any]:
+    """:func:`run_finetune` once its ``out_dir`` is held."""
     cfg = recipe.finetune
     pretrained = GPTForSequenceClassification.from_pretrained(
         checkpoint, 2, pooling=cfg.pooling, dropout=cfg.dropout
@@ -267,6 +280,6 @@ def cli(args: argparse.Namespace) -> int:
         recipe = FinetuneRecipe.from_dict(apply_overrides({}, args.overrides))
     run_finetune(  # a missing corpus / KJV raises FileNotFoundError saying how to get it
         args.checkpoint, recipe, data_dir=args.data_dir, sword_dir=args.sword_dir,
-        out_dir=args.out, progress=True,
+        out_dir=args.out, overwrite=args.overwrite, progress=True,
     )
     return 0

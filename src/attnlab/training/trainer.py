@@ -48,7 +48,7 @@ from attnlab.training import distributed as dist
 from attnlab.training.config import NonFiniteLossError, TrainConfig, TrainResult
 from attnlab.training.metrics import MetricsLog
 from attnlab.training.progress import TrainingProgress, planned_steps
-from attnlab.training.run_dir import writing_run
+from attnlab.training.run_dir import check_steps_left, writing_run
 from attnlab.training.state import (
     TrainerState,
     restore_trainer_state,
@@ -121,16 +121,17 @@ class Trainer:
         return wrapped
 
     # ----------------------------------------------------------------- the loop
-    def fit(self, resume_from: str | Path | None = None) -> TrainResult:
+    def fit(self, resume_from: str | Path | None = None, *, overwrite: bool = False) -> TrainResult:
         """Train until ``max_steps`` / ``max_epochs`` / early stopping / ``max_time_s``.
 
-        ``resume_from`` is a checkpoint directory or a run directory (its newest
-        checkpoint). The run directory is locked for the fit (:mod:`attnlab.training.run_dir`).
+        ``resume_from`` is a checkpoint directory or a run directory (its newest checkpoint)
+        of this run. The run directory is locked for the fit, and a new run refuses one that
+        is not empty unless ``overwrite`` (:mod:`attnlab.training.run_dir`).
         Ctrl-C or SIGTERM saves a checkpoint of the last completed step and returns with
         ``stopped="interrupted"`` and the ``signal``; a NaN/inf loss raises
         :class:`NonFiniteLossError` without writing a checkpoint."""
-        fresh = resume_from is None
-        with writing_run(self.run_dir, fresh=fresh, writer=self.is_main), terminate_as_interrupt():
+        run = writing_run(self.run_dir, resume=resume_from, overwrite=overwrite, writer=self.is_main)
+        with run, terminate_as_interrupt():
             return self._fit(resume_from)
 
     def _fit(self, resume_from: str | Path | None) -> TrainResult:
@@ -384,6 +385,7 @@ class Trainer:
             scheduler=self.scheduler,
             rank=self.rank,
         )
+        check_steps_left(directory, self.config, self.state)  # before metrics.jsonl is cut
         self._last_checkpoint = directory
         if self.metrics is not None:
             self.metrics.truncate_after(self.state.step)
