@@ -5,9 +5,11 @@
 
 The run: the toy LM of ``training_toys`` through attnlab's Trainer, a checkpoint every 2 steps
 (the last 2 kept), an evaluation every 2 steps whose "val_loss" always improves (so ``best/``
-is replaced at every evaluation), metrics at every step. ``--kill-at POINT:K`` SIGKILLs the
-process the K-th time it reaches POINT, one of :data:`POINTS` — places inside checkpoint
-writes and between steps. ``--count-points FILE`` writes how often each point is reached.
+is replaced at every evaluation) and which rewrites ``RUN_DIR/results.json`` through
+:func:`attnlab.atomic.write_atomic` (:func:`results_record`), metrics at every step.
+``--kill-at POINT:K`` SIGKILLs the process the K-th time it reaches POINT, one of
+:data:`POINTS` — places inside checkpoint and file writes and between steps.
+``--count-points FILE`` writes how often each point is reached.
 At the end it prints the final loss and writes ``RUN_DIR/final_state.pt`` (the weights).
 """
 
@@ -41,7 +43,16 @@ POINTS = {
     "rename": (atomic.os, "replace", "before"),  # first write of a directory
     "metrics": (metrics_module.MetricsLog, "append", "torn"),  # half a metrics line written
     "prune": (checkpoint.shutil, "rmtree", "before"),  # deleting an old step / old directory
+    "file_opened": (atomic.tempfile, "mkstemp", "after"),  # an empty temporary file, old file in place
+    "file_written": (atomic, "_publish", "before"),  # a complete temporary file, old file in place
 }
+RESULTS = "results.json"
+
+
+def results_record(evals: int) -> dict:
+    """What the ``evals``-th evaluation (from 0) writes to ``results.json``: large enough that
+    a torn write could not pass for a complete one."""
+    return {"evals": evals, "padding": [evals] * 2000}
 counts: Counter = Counter()
 
 
@@ -88,6 +99,11 @@ def main() -> None:
     batches = training_toys.make_batches(12, seed=0)
     evals = iter(range(10_000))
 
+    def evaluate(m):
+        n = next(evals)
+        atomic.write_atomic(Path(args.run_dir) / RESULTS, json.dumps(results_record(n)))
+        return {"val_loss": -float(n)}
+
     def loss_fn(m, batch):
         if args.sleep:
             time.sleep(args.sleep)
@@ -100,7 +116,7 @@ def main() -> None:
     trainer = Trainer(
         model, torch.optim.AdamW(model.parameters(), lr=1e-2), loss_fn,
         training_toys.EpochShuffled(batches, seed=0), config,
-        eval_fn=lambda m: {"val_loss": -float(next(evals))},
+        eval_fn=evaluate,
     )
     result = trainer.fit(resume_from=args.run_dir if args.resume else None, overwrite=args.overwrite)
     if args.count_points:

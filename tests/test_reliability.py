@@ -1,14 +1,16 @@
 """Nothing lost, nothing mixed (docs/reliability.md): one writer per run directory, checkpoint
-directories replaced atomically, a killed writer's leftovers repaired, SIGINT and SIGTERM
-saving a resumable checkpoint, a torn metrics line tolerated — and a fault-injection sweep
-that SIGKILLs a real training run at places inside its checkpoint writes and between its
-steps, then checks that what is visible loads and that resuming reproduces the
-uninterrupted run bit for bit."""
+directories and files replaced atomically, a killed writer's leftovers repaired, SIGINT and
+SIGTERM saving a resumable checkpoint, a torn metrics line tolerated — and a fault-injection
+sweep that SIGKILLs a real training run at places inside its checkpoint and file writes and
+between its steps, then checks that what is visible loads, that a file being replaced is the
+old one or the new one, and that resuming reproduces the uninterrupted run bit for bit."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,11 +21,12 @@ import pytest
 import torch
 
 from attnlab import atomic
-from attnlab.atomic import atomic_directory, clean_leftovers
+from attnlab.atomic import atomic_directory, atomic_file, clean_leftovers, write_atomic
 from attnlab.checkpoint import list_checkpoints, load_state
 from attnlab.training.metrics import MetricsLog, read_metrics
 from attnlab.training.run_dir import RunDirectoryInUse, RunLock, writing_run
 from attnlab.training.state import load_trainer_state
+from reliability_worker import RESULTS, results_record
 
 WORKER = Path(__file__).with_name("reliability_worker.py")
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -198,6 +201,94 @@ def test_writing_run_repairs_leftovers_under_the_lock(tmp_path):
     assert not any(p.name.startswith(".") and p.is_dir() for p in tmp_path.rglob("*"))
 
 
+# ---------------------------------------------------------------- atomic files
+def test_an_exception_mid_write_keeps_the_old_file(tmp_path):
+    target = write_atomic(tmp_path / "page.html", "old")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_file(target, "w") as f:
+            f.write("new, half")
+            raise KeyboardInterrupt  # Ctrl-C in the middle of the write
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"]  # the temporary file is gone
+    with pytest.raises(ValueError):
+        with atomic_file(tmp_path / "new.png") as f:
+            f.write(b"\x89PNG")
+            raise ValueError("drawing failed")
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"]  # no file rather than half a one
+
+
+def test_atomic_files_follow_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        write_atomic(tmp_path / "results.json", "{}")
+    finally:
+        os.umask(old)
+    assert oct((tmp_path / "results.json").stat().st_mode & 0o777) == oct(0o640)  # not mkstemp's 0o600
+
+
+def test_a_symlinked_target_keeps_its_link(tmp_path):
+    real = write_atomic(tmp_path / "shared" / "explorer.html", "old")
+    link = tmp_path / "explorer.html"
+    link.symlink_to(real)
+    write_atomic(link, "new")
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == "new" and link.read_text() == "new"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["explorer.html"]
+
+
+def test_a_write_error_names_the_file(tmp_path):
+    target = write_atomic(tmp_path / "report.md", "old")
+    with pytest.raises(OSError) as caught:
+        with atomic_file(target) as f:
+            f.write(b"x")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as a full disk's write does
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
+    assert target.read_text() == "old"
+    (tmp_path / "plots").mkdir()
+    with pytest.raises(IsADirectoryError) as caught:
+        write_atomic(tmp_path / "plots", b"\x89PNG")  # the rename fails: named by the target
+    assert caught.value.filename == str(tmp_path / "plots")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plots", "report.md"]
+
+
+def test_a_half_written_temporary_file_is_a_leftover(tmp_path):
+    (tmp_path / ".results.json.tmp-ab_12").write_text('{"evals": ')
+    (tmp_path / "results.json").write_text("{}")
+    assert [p.name for p in clean_leftovers(tmp_path)] == [".results.json.tmp-ab_12"]
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+WRITES = re.compile(r"\.write_(text|bytes)\(|\bopen\([^)]*[\"'][wax]|\.savefig\(|torch\.save\(|json\.dump\(|"
+                    r"shutil\.copy|\)\.save\(")
+NOT_THROUGH_ATOMIC = {  # (file, the write): why it needs no atomic_file of its own
+    ("checkpoint.py", "(tmp / CONFIG_NAME).write_text("): "inside atomic_directory",
+    ("checkpoint.py", "(directory / name).write_bytes(content)"): "write_extra: inside atomic_directory",
+    ("checkpoint.py", "shutil.copyfile(source, directory / name)"): "write_extra: inside atomic_directory",
+    ("data/image_captions.py", ".save(tmp / name)"): "inside atomic_directory",
+    ("data/image_captions.py", "(tmp / CAPTIONS_FILE).write_text("): "inside atomic_directory",
+    ("data/image_captions.py", "(tmp / DIGITS_FILE).write_text("): "inside atomic_directory",
+    ("training/metrics.py", 'self.path.open("a")'): "an append: a torn last line is dropped on reading",
+    ("training/state.py", "torch.save(payload, path)"): "into the caller's buffer",
+    ("training/state.py", "torch.save(payload, f)"): "into atomic_file",
+    ("visualize/figure.py", "fig.savefig(f, "): "into atomic_file",
+    ("measure/timing.py", '_CLEAR_REFS.write_text("5")'): "a /proc control file, not an output",
+    ("measure/timing.py", 'open(os.devnull, "w")'): "/dev/null",
+}
+
+
+def test_every_file_attnlab_writes_goes_through_the_atomic_writer():
+    """No write in ``src/attnlab`` opens its target directly, except those listed (and why)."""
+    seen = set()
+    for file in sorted((SRC / "attnlab").rglob("*.py")):
+        name = file.relative_to(SRC / "attnlab").as_posix()
+        for line in file.read_text(encoding="utf-8").splitlines():
+            if name != "atomic.py" and WRITES.search(line):
+                known = [k for k in NOT_THROUGH_ATOMIC if k[0] == name and k[1] in line]
+                assert known, f"{name}: {line.strip()} writes a file without attnlab.atomic"
+                seen.update(known)
+    assert seen == set(NOT_THROUGH_ATOMIC)  # no stale entry
+
+
 # ---------------------------------------------------------------- a torn metrics line
 def test_a_torn_last_metrics_line_is_dropped(tmp_path):
     log = MetricsLog(tmp_path)
@@ -240,6 +331,18 @@ def kill_points(reference: dict, everywhere: bool) -> list[tuple[str, int]]:
     return points
 
 
+def assert_results_old_or_new(run: Path, name: str, k: int) -> None:
+    """``results.json``, rewritten by every evaluation, is a complete record or absent, never
+    torn; a kill inside its k-th write leaves the (k-1)-th (or none when k = 1)."""
+    path = run / RESULTS
+    record = json.loads(path.read_text()) if path.exists() else None
+    if record is not None:
+        assert record == results_record(record["evals"]), (name, k)
+    if name in ("file_opened", "file_written"):
+        assert record == (results_record(k - 2) if k > 1 else None), (name, k)
+        assert len(list(run.glob(f".{RESULTS}.tmp-*"))) == 1  # the new one, left for the next start
+
+
 def kill_and_resume(tmp_path: Path, reference: dict, name: str, k: int) -> None:
     run = tmp_path / f"{name}_{k}"
     killed = worker(run, "--kill-at", f"{name}:{k}")
@@ -247,19 +350,21 @@ def kill_and_resume(tmp_path: Path, reference: dict, name: str, k: int) -> None:
     events = read_metrics(run) if (run / "metrics.jsonl").exists() else []
     evals = sum(1 for e in events if e["event"] == "eval")
     assert_visible_checkpoints_load(run, evals)
+    assert_results_old_or_new(run, name, k)
     resumed = worker(run, "--resume" if list_checkpoints(run) else "--overwrite")  # a restart replaces
     assert resumed.returncode == 0, (name, k, resumed.stderr)
     assert_same_weights(torch.load(run / "final_state.pt"), reference["state"])
-    assert not [p for p in run.rglob(".*") if p.is_dir()], "leftovers were not cleaned"
+    assert not [p for p in run.rglob(".*") if p.name != ".lock"], "leftovers were not cleaned"
     losses = [e["loss"] for e in read_metrics(run) if e["event"] == "train"]
     assert losses == reference["losses"], (name, k)
 
 
-def test_kill_points_cover_checkpoint_writes_and_steps(reference):
+def test_kill_points_cover_checkpoint_and_file_writes_and_steps(reference):
     counts = reference["counts"]
     assert set(counts) == {"step", "weights", "trainer_pt", "finish", "swap", "swapped", "rename",
-                           "metrics", "prune"}
+                           "metrics", "prune", "file_opened", "file_written"}
     assert counts["step"] == 8 and counts["swap"] >= 2  # best/ replaced at least twice
+    assert counts["file_opened"] == counts["file_written"] == 4  # one results.json an evaluation
 
 
 def test_sigkill_at_the_middle_hit_of_each_point(tmp_path, reference):

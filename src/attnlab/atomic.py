@@ -60,8 +60,9 @@ def atomic_file(path: str | Path, mode: str = "wb", *, encoding: str | None = No
     ends it is flushed to disk, given the permissions the user's umask allows and renamed onto
     ``path`` in one step (``os.replace``); a ``path`` that is a symbolic link keeps it, and the
     file it points to is replaced. On an exception (a full disk, Ctrl-C) the temporary file is
-    deleted and ``path`` is left as it was; an ``OSError`` that names no file is raised again
-    naming ``path``. Text mode writes UTF-8 unless ``encoding`` says otherwise.
+    deleted and ``path`` is left as it was; an ``OSError`` that names no file, or only the
+    temporary one, is raised again naming ``path``. Text mode writes UTF-8 unless ``encoding``
+    says otherwise.
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_file mode must be 'wb' or 'w', got {mode!r}")
@@ -69,17 +70,26 @@ def atomic_file(path: str | Path, mode: str = "wb", *, encoding: str | None = No
     if path.is_symlink():
         path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    tmp = Path(name)
+    tmp = None
     try:
-        with _naming(path), os.fdopen(fd, mode, encoding=(encoding or "utf-8") if mode == "w" else None) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
+        with _naming(path):
+            fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+            tmp = Path(name)
+            with os.fdopen(fd, mode, encoding=(encoding or "utf-8") if mode == "w" else None) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            _publish(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """Give the complete temporary file ``tmp`` the permissions the umask allows and rename it
+    onto ``path`` in one step."""
+    os.chmod(tmp, 0o666 & ~_umask())
+    os.replace(tmp, path)
 
 
 def write_atomic(path: str | Path, content: bytes | str, *, encoding: str = "utf-8") -> Path:
@@ -93,11 +103,14 @@ def write_atomic(path: str | Path, content: bytes | str, *, encoding: str = "utf
 
 @contextlib.contextmanager
 def _naming(path: Path) -> Iterator[None]:
-    """Re-raise an ``OSError`` without a file name (``ENOSPC`` from a write) naming ``path``."""
+    """Re-raise an ``OSError`` that names no file (``ENOSPC`` from a write) or only the
+    temporary file (a folder without write permission, ``path`` a directory) naming ``path``."""
     try:
         yield
     except OSError as err:
-        if err.filename is not None or err.errno is None:
+        named = err.filename
+        temporary = isinstance(named, str) and Path(named).name.startswith(f".{path.name}.tmp-")
+        if err.errno is None or not (named is None or temporary):
             raise
         raise OSError(err.errno, err.strerror, str(path)) from err
 
@@ -164,6 +177,13 @@ def clean_leftovers(directory: str | Path) -> list[Path]:
 
 
 def _umask() -> int:
+    """The process's umask, read where Linux shows it (``/proc/self/status``) so that no other
+    thread ever creates a file under a cleared mask; elsewhere set and restored at once."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
     mask = os.umask(0)
     os.umask(mask)
     return mask

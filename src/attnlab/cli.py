@@ -13,7 +13,7 @@ reader that stops reading (``attnlab generate ... | head -2``) ends the command 
     attnlab translate CHECKPOINT [--beam 5] < in.txt > out.txt
     attnlab evaluate CHECKPOINT [--split test_2016_flickr]
     attnlab generate CHECKPOINT --prompt "ROMEO:" --max-new-tokens 500
-    attnlab plot RUN_DIR
+    attnlab plot RUN_DIR [--out DIR]
     attnlab plot-alignment CHECKPOINT --src "Ein Hund läuft." [--out alignment.png]
     attnlab caption CHECKPOINT image.png [--attention out.png]
     attnlab lab [NAME | all] [--out DIR] [--quick]
@@ -170,7 +170,8 @@ def _caption_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory of a captioning model")
     p.add_argument("images", nargs="+", help="image files (converted to the model's channels and size)")
     p.add_argument("--attention", default=None, metavar="PNG",
-                   help="draw where the model looked for each word (one row an image) into PNG")
+                   help="draw where the model looked for each word (one row an image) into PNG "
+                        "(a .pdf, .svg, ... suffix picks that format)")
     p.add_argument("--beam", type=POSITIVE, default=None,
                    help="beam size; 1 = greedy (default: the checkpoint recipe's [eval])")
     _device_arg(p)
@@ -178,6 +179,7 @@ def _caption_args(p: argparse.ArgumentParser) -> None:
 
 def _plot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a training run directory holding metrics.jsonl")
+    p.add_argument("--out", default=None, metavar="DIR", help="folder for the PNGs (default RUN_DIR/plots)")
 
 
 def _lab_args(p: argparse.ArgumentParser) -> None:

@@ -1,19 +1,20 @@
 """Download a file, verify its sha256, and write it atomically.
 
-The file is streamed into a temporary file beside ``dest`` while its sha256 is computed;
-only when the checksum matches is it renamed onto ``dest`` (``os.replace``, atomic on one
-file system). A failed or corrupt download therefore never leaves a partial file behind.
+The file is streamed through :func:`~attnlab.atomic.atomic_file` (a temporary file beside
+``dest``) while its sha256 is computed; only when the checksum matches does it replace
+``dest``. A failed or corrupt download therefore never leaves a partial file behind.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import urllib.request
 from pathlib import Path
 
 from tqdm.auto import tqdm
+
+from attnlab.atomic import atomic_file
 
 CHUNK_BYTES = 1 << 16
 
@@ -50,20 +51,13 @@ def download(
         timeout: socket timeout in seconds.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            actual = _stream(url, out, progress=progress, timeout=timeout, label=dest.name)
+    with atomic_file(dest) as out:
+        actual = _stream(url, out, progress=progress, timeout=timeout, label=dest.name)
         if sha256 is not None and actual != sha256.lower():
             raise ChecksumError(
                 f"sha256 of {url} is {actual} but expected {sha256.lower()}; "
                 f"the download was discarded and {dest} was not written"
             )
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
     return dest
 
 

@@ -28,6 +28,8 @@ from pathlib import Path
 import tokenizers as hf
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
+from attnlab.atomic import write_atomic
+
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
 TOKENIZER_FILE = "tokenizer.json"
 SRC_TOKENIZER_FILE = "src_tokenizer.json"
@@ -135,11 +137,8 @@ class Tokenizer(_Specials):
         return [self.hf.decode([i], skip_special_tokens=False) for i in _as_list(ids)]
 
     def save(self, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Path:
-        """Write ``directory/name`` (Hugging Face ``tokenizer.json`` format)."""
-        path = Path(directory) / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.hf.save(str(path))
-        return path
+        """Write ``directory/name`` (Hugging Face ``tokenizer.json`` format) atomically."""
+        return write_atomic(Path(directory) / name, self.hf.to_str(pretty=True))
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Tokenizer:
@@ -211,11 +210,9 @@ class CharTokenizer(_Specials):
         return [self.itos[i] for i in self._content_ids(ids, skip_special=False)]
 
     def save(self, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Path:
-        path = Path(directory) / name
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write ``directory/name`` (attnlab's character-tokenizer JSON) atomically."""
         state = {"type": CHAR_FORMAT, "special_tokens": list(SPECIAL_TOKENS), "chars": self.chars}
-        path.write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
-        return path
+        return write_atomic(Path(directory) / name, json.dumps(state, ensure_ascii=False))
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> CharTokenizer:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from attnlab.atomic import write_atomic
 from attnlab.explorer import bounds, views
 from attnlab.explorer.models import ModelSet
 from attnlab.explorer.page import render_page
@@ -69,8 +70,6 @@ def export_views(
 
 
 def write_page(path: str | Path, data: dict[str, Any]) -> Path:
-    """Write the self-contained page holding ``data`` to ``path`` (parents created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_page(data), encoding="utf-8")
-    return path
+    """Write the self-contained page holding ``data`` to ``path`` atomically (parents created;
+    a failed write leaves the old page or none)."""
+    return write_atomic(path, render_page(data))

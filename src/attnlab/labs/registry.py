@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnlab.atomic import write_atomic
 from attnlab.labs.report import LabOptions, LabReport
 
 __all__ = ["LABS", "Lab", "LabUnavailable", "cli", "run_all", "run_lab"]
@@ -114,10 +115,7 @@ def _write_index(out_dir: Path, results: dict[str, LabReport | str]) -> Path:
     for name, result in results.items():
         done = f"[report]({name}/report.md)" if isinstance(result, LabReport) else f"not run: {result}"
         lines.append(f"| {name} | {LABS[name].summary} | {done} |")
-    path = out_dir / "index.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return write_atomic(out_dir / "index.md", "\n".join(lines) + "\n")
 
 
 def list_labs() -> str:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attnlab.atomic import write_atomic
+
 __all__ = ["LabOptions", "LabReport", "markdown_table"]
 
 
@@ -75,11 +77,8 @@ class LabReport:
         return "\n\n".join([head, *self.blocks]) + "\n"
 
     def write(self, out_dir: str | Path) -> Path:
-        """Write ``out_dir/report.md``; return its path."""
-        path = Path(out_dir) / "report.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.markdown(), encoding="utf-8")
-        return path
+        """Write ``out_dir/report.md`` atomically; return its path."""
+        return write_atomic(Path(out_dir) / "report.md", self.markdown())
 
 
 def _cell(value: Any) -> str:

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.atomic import write_atomic
 from attnlab.data.algorithmic import TASKS, Episode, task_dims
 from attnlab.devices import model_device, to_device
 from attnlab.generation.state import inference
@@ -177,7 +178,7 @@ class AlgorithmicTask(Task):
             "checkpoint": str(result.last_checkpoint),
             "pictures": [str(p) for p in pictures],
         }
-        (self.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_atomic(self.run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         print(self.format_scores(scores))
         for picture in pictures:
             print(f"picture: {picture}")

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.atomic import write_atomic
 from attnlab.checkpoint import ExtraFiles, resolve_resume
 from attnlab.data.caption_set import CaptionBatch, CaptionSet
 from attnlab.data.image_captions import write_scene_folder
@@ -177,7 +178,7 @@ class CaptioningTask(Task):
             "wall_s": round(time.perf_counter() - self.start, 1), "pictures": [str(p) for p in pictures],
             "samples": samples,
         }
-        (self.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_atomic(self.run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         for picture in pictures:
             print(f"picture: {picture}")
         minutes = result.seconds / 60
@@ -235,7 +236,10 @@ def caption_cli(args: Any) -> int:
     with the checkpoint recipe's beam settings, one line an image."""
     from attnlab.data.image_captions import load_image
     from attnlab.visualize.captions import CaptionAttention, plot_caption_attention
+    from attnlab.visualize.figure import picture_format
 
+    if args.attention:
+        picture_format(args.attention)  # a path it cannot write is refused before any work
     recipe = load_saved_recipe(args.checkpoint, CaptionRecipe)
     captioner = Captioner.from_checkpoint(args.checkpoint, device=args.device)
     config = captioner.model.config

@@ -89,7 +89,7 @@ def generate(args: argparse.Namespace) -> int:
 def plot(args: argparse.Namespace) -> int:
     from attnlab.training.plots import plot_run
 
-    for path in plot_run(args.run_dir):
+    for path in plot_run(args.run_dir, args.out):
         print(path)
     return 0
 

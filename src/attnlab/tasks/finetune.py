@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from attnlab.atomic import write_atomic
 from attnlab.config import Config, apply_overrides, load_toml
 from attnlab.data.classification import (
     ShakespeareKJVConfig,
@@ -267,8 +268,7 @@ def _compare(
         f"chance {report['chance']:.4f}"
     )
     if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        write_atomic(Path(out_dir) / "report.json", json.dumps(report, indent=2) + "\n")
     return report
 
 

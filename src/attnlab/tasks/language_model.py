@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.atomic import write_atomic
 from attnlab.checkpoint import ExtraFiles, load_config, read_json_object, resolve_resume
 from attnlab.config import from_dict
 from attnlab.data import CharTokenizer, LMDataset, Tokenizer, load_tinyshakespeare, load_tokenizer
@@ -287,7 +288,7 @@ class LanguageModelTask(Task):
             "checkpoint": str(result.last_checkpoint),
             "sample": text,
         }
-        (self.run_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_atomic(self.run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         print(
             f"val loss {final['val_loss']:.4f} (whole validation split), perplexity "
             f"{final['perplexity']:.3f}, {result.step} steps in {result.seconds:.1f} s ({result.stopped})"

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from attnlab.atomic import write_atomic
 from attnlab.checkpoint import ExtraFiles, resolve_resume
 from attnlab.data import (
     TokenBatchSampler,
@@ -205,8 +206,8 @@ class TranslationTask(Task):
             "wall_s": round(time.perf_counter() - self.start, 1),  # data + BPE + training + decoding
             "samples": samples,
         }
-        path = self.run_dir / "results.json"
-        path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+        text = json.dumps(results, indent=2, ensure_ascii=False) + "\n"
+        path = write_atomic(self.run_dir / "results.json", text)
         drawn = f"alignment picture: {picture}\n" if picture else "alignment picture: none (no attention)\n"
         print(f"results: {path}\n{drawn}checkpoint: {final}", flush=True)
         print(f"wall time: {results['wall_s'] / 60:.1f} min (data, BPE, training, averaging, decoding)")

@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from attnlab.atomic import write_atomic
+
 METRICS_NAME = "metrics.jsonl"
 
 
@@ -42,11 +44,12 @@ class MetricsLog:
         self.path.unlink(missing_ok=True)
 
     def truncate_after(self, step: int) -> None:
-        """Drop events after ``step`` (a resumed run re-logs them)."""
+        """Drop events after ``step`` (a resumed run re-logs them), rewriting the file
+        atomically: a kill or a full disk in the middle leaves the old log."""
         if not self.path.is_file():
             return
         kept = [e for e in read_metrics(self.path) if int(e.get("step", 0)) <= step]
-        self.path.write_text("".join(json.dumps(e) + "\n" for e in kept))
+        write_atomic(self.path, "".join(json.dumps(e) + "\n" for e in kept))
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Curves of a run from its ``metrics.jsonl``: loss, learning rate and (if logged) BLEU.
 
-``attnlab plot RUN_DIR`` calls :func:`plot_run`. matplotlib is imported lazily with the
-non-interactive Agg backend, so plotting works on a headless machine.
+``attnlab plot RUN_DIR [--out DIR]`` calls :func:`plot_run`. matplotlib is imported lazily and
+used through its object-oriented ``Figure`` API (Agg, no display), so plotting works on a
+headless machine; each picture is written atomically (:mod:`attnlab.atomic`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ def _series(events: list[dict[str, Any]], event: str, key: str) -> tuple[list[in
 def _figure(
     title: str, ylabel: str, curves: list[tuple[str, list[int], list[float]]], out: Path
 ) -> Path:
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from attnlab.visualize.figure import save_figure
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.subplots()
     for label, steps, values in curves:
         ax.plot(steps, values, label=label, marker="o" if len(steps) < 30 else None, markersize=3)
     ax.set(title=title, xlabel="optimizer step", ylabel=ylabel)
@@ -37,9 +38,7 @@ def _figure(
     if len(curves) > 1:
         ax.legend()
     fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
@@ -52,7 +51,6 @@ def plot_run(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Pat
     train_steps, train_loss = _series(events, "train", "loss")
     if not train_steps:
         raise ValueError(f"metrics of {run_dir} hold no train events with a loss to plot")
-    out.mkdir(parents=True, exist_ok=True)
     loss_curves = [("train", train_steps, train_loss)]
     val_steps, val_loss = _series(events, "eval", "val_loss")
     if val_steps:

@@ -18,6 +18,8 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
+from attnlab.atomic import atomic_file
+
 FORMAT = "attnlab.trainer/1"
 _SAFE_LEAVES = (torch.Tensor, type(None), bool, int, float, str, torch.dtype, torch.device)
 
@@ -120,7 +122,7 @@ def save_trainer_state(
     rng: list[dict[str, Any]] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> None:
-    """Write ``trainer.pt`` (to a path or a binary buffer). ``rng`` is one
+    """Write ``trainer.pt`` (to a path, atomically, or a binary buffer). ``rng`` is one
     :func:`rng_state` per rank (index = rank); ``extra`` is any weights_only-safe dict (e.g.
     the train config as a dict)."""
     payload = {
@@ -132,7 +134,11 @@ def save_trainer_state(
         "extra": extra or {},
     }
     check_weights_only_safe(payload)
-    torch.save(payload, path if hasattr(path, "write") else Path(path))
+    if hasattr(path, "write"):
+        torch.save(payload, path)
+        return
+    with atomic_file(path) as f:
+        torch.save(payload, f)
 
 
 def load_trainer_state(path: str | Path) -> dict[str, Any]:

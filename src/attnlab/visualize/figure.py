@@ -5,10 +5,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from attnlab.atomic import atomic_file
+
+
+def picture_format(path: str | Path) -> str:
+    """The picture format ``path`` asks for: its suffix when matplotlib can write it (``.png``,
+    ``.pdf``, ``.svg``, ...), ``"png"`` when it has none; any other suffix is a ``ValueError``
+    naming the path and the suffixes accepted."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return "png"
+    accepted = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in accepted:
+        raise ValueError(f"picture {path} must end in one of {', '.join('.' + s for s in accepted)} "
+                         f"(or have no suffix, for PNG)")
+    return suffix
+
 
 def save_figure(fig: Any, path: str | Path) -> Path:
-    """Write ``fig`` to ``path`` (format from the suffix, 120 dpi), creating its directory."""
+    """Write ``fig`` to exactly ``path`` (in :func:`picture_format`, 120 dpi) atomically (a
+    failed write leaves the old file or none), creating its directory; returns ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fmt = picture_format(path)
+    with atomic_file(path) as f:
+        fig.savefig(f, format=fmt, dpi=120)
     return path
