@@ -21,6 +21,7 @@ from attnlab.attention.multihead import KVCache
 from attnlab.checkpoint import ExtraFiles, load_config, load_into, load_state, save_pretrained
 from attnlab.config import upgrade
 from attnlab.devices import resolve_device
+from attnlab.memory import check_fits, leading_sizes, measure_model
 
 MODEL_TYPES: dict[str, type[PretrainedModel]] = {}
 """Every registered model class by the ``model_type`` its ``config.json`` carries."""
@@ -81,7 +82,8 @@ class PretrainedModel(nn.Module):
         cls, directory: str | Path, *, device: str | torch.device = "cpu"
     ) -> PretrainedModel:
         """Load a checkpoint written by :meth:`save_pretrained` onto ``device`` (``ValueError``
-        when the machine has no such device); the model is put in eval mode."""
+        when the machine has no such device, or not the memory for the model its
+        ``config.json`` describes: counted before it is built); the model is put in eval mode."""
         device = resolve_device(device)
         config, state = load_state(directory)
         model_type = config.pop("model_type", None)
@@ -90,7 +92,13 @@ class PretrainedModel(nn.Module):
                 f"checkpoint {directory} has model_type {model_type!r} but {cls.__name__} "
                 f"expects {cls.model_type!r}"
             )
-        model = cls.from_config(cls.config_class.from_dict(upgrade(cls.config_class, config)))
+        config = cls.config_class.from_dict(upgrade(cls.config_class, config))
+        try:  # counted before it is built: a config.json may ask for terabytes
+            size = measure_model(lambda: cls.from_config(config))
+            check_fits([size.need(leading_sizes(config), training=False)])
+        except ValueError as err:
+            raise ValueError(f"checkpoint {directory} (config.json): {err}") from None
+        model = cls.from_config(config)
         load_into(model, state, directory)
         return model.to(device).eval()
 
