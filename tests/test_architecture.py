@@ -20,7 +20,8 @@ SRC = ROOT / "src" / "attnlab"
 # docs/design.md, "The floors": a module may import its own floor's package and the floors below.
 FLOORS = [
     ("attnlab", "attnlab.validation", "attnlab.runtime", "attnlab.config", "attnlab.devices",
-     "attnlab.evaluation", "attnlab.atomic", "attnlab.signals", "attnlab.measure"),
+     "attnlab.evaluation", "attnlab.atomic", "attnlab.signals", "attnlab.measure",
+     "attnlab.memory"),
     ("attnlab.attention", "attnlab.checkpoint", "attnlab.visualize"),
     ("attnlab.modules", "attnlab.data"),
     ("attnlab.models", "attnlab.generation", "attnlab.training", "attnlab.positional"),

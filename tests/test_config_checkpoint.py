@@ -19,6 +19,7 @@ from attnlab.config import (
     parse_override,
 )
 from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig, load_pretrained
+from attnlab.training.state import load_trainer_state
 
 
 def tiny_gpt(**kw) -> GPT:
@@ -211,6 +212,28 @@ def test_loading_never_unpickles(tmp_path):
     (tmp_path / "c" / "model.safetensors").write_bytes(pickle.dumps(_Exploit(marker)))
     with pytest.raises(ValueError, match="corrupt or not safetensors"):
         GPT.from_pretrained(tmp_path / "c")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("protocol", [None, 2, 4])
+def test_a_pickled_trainer_state_is_refused_in_attnlabs_own_line(tmp_path, protocol):
+    marker, path = tmp_path / "executed", tmp_path / "trainer.pt"
+    payload = {"format": "attnlab.trainer_state", "state": _Exploit(marker)}
+    if protocol is None:
+        torch.save(payload, path)
+    else:  # a bare pickle, no torch zip around it
+        path.write_bytes(pickle.dumps(payload, protocol=protocol))
+    with pytest.raises(ValueError) as err:
+        load_trainer_state(path)
+    message = str(err.value)
+    assert "\n" not in message and "weights_only" not in message  # never torch's advice to unpickle
+    if protocol == 4:  # a framed pickle: refused at the first opcode torch does not read
+        assert message.startswith(f"trainer state {path} could not be read")
+    else:
+        assert message == (
+            f"trainer state {path} holds pickled objects, which attnlab never loads (its trainer.pt "
+            "holds only numbers, strings and tensors): this file was not written by attnlab"
+        )
     assert not marker.exists()
 
 

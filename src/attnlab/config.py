@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 import tomllib
 
 T = TypeVar("T")
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # TOML's integers, and torch's: every int setting is one
 
 
 def unknown_key_error(
@@ -69,12 +71,17 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
         (item,) = typing.get_args(annotation)[:1] or (Any,)
         return origin(_coerce(f"{name}[{i}]", v, item) for i, v in enumerate(value))
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > sys.float_info.max:
+            raise ValueError(f"{name} = {value} is too large for a float (at most {sys.float_info.max:.4g})")
         return float(value)
     if annotation in (int, float, str, bool):
         if not isinstance(value, annotation) or (annotation is int and isinstance(value, bool)):
             raise ValueError(
                 f"{name} must be {annotation.__name__}, got {type(value).__name__} {value!r}"
             )
+    if annotation is int and not INT_MIN <= value <= INT_MAX:
+        raise ValueError(f"{name} = {value} is outside the 64-bit integers a setting holds "
+                         f"({INT_MIN} to {INT_MAX})")
     return value
 
 

@@ -29,12 +29,14 @@ import tokenizers as hf
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from attnlab.atomic import write_atomic
+from attnlab.memory import Need, check_fits, sized
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
 TOKENIZER_FILE = "tokenizer.json"
 SRC_TOKENIZER_FILE = "src_tokenizer.json"
 TGT_TOKENIZER_FILE = "tgt_tokenizer.json"
 CHAR_FORMAT = "attnlab.CharTokenizer"
+SMALLEST_BPE = len(pre_tokenizers.ByteLevel.alphabet()) + len(SPECIAL_TOKENS)  # bytes + specials
 
 Ids = Sequence[int]
 
@@ -95,11 +97,11 @@ class Tokenizer(_Specials):
         is the fewest occurrences a pair needs to be merged.
         """
         alphabet = pre_tokenizers.ByteLevel.alphabet()
-        smallest = len(alphabet) + len(SPECIAL_TOKENS)
-        if vocab_size < smallest:
+        if vocab_size < SMALLEST_BPE:
             raise ValueError(
-                f"vocab_size must be >= {smallest} (bytes + specials), got {vocab_size}"
+                f"vocab_size must be >= {SMALLEST_BPE} (bytes + specials), got {vocab_size}"
             )
+        check_fits([bpe_need(vocab_size)])
         tok = hf.Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
@@ -246,6 +248,13 @@ def load_tokenizer(directory: str | os.PathLike[str], name: str = TOKENIZER_FILE
         return _tokenizer_class(state).load(directory, name)
     except Exception as err:  # JSON, UTF-8 or Hugging Face's own (untyped) parse errors
         raise ValueError(f"tokenizer file {path} is not a valid tokenizer: {err}") from None
+
+
+def bpe_need(vocab_size: int, name: str = "vocab_size") -> Need:
+    """What learning BPE needs at least (:mod:`attnlab.memory`): the trainer of Hugging Face
+    ``tokenizers`` reserves a token table of ``vocab_size`` entries before it reads a word (a
+    list and a hash map of strings: at least 48 bytes an entry); ``name`` is the setting."""
+    return sized("the BPE trainer's token table", {name: vocab_size}, 48, "entries of 48 bytes", host=True)
 
 
 def train_bpe(

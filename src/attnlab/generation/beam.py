@@ -43,6 +43,7 @@ from torch import Tensor, nn
 
 from attnlab.devices import model_device
 from attnlab.generation.state import check_count, inference, make_state
+from attnlab.memory import Need, check_fits, sized
 
 PENALTY_FORMS = ("gnmt", "simple")
 
@@ -215,6 +216,20 @@ def beam_search(
         return search.results(batch)
 
 
+def beam_need(rows: int, beam_size: int, vocab_size: int, steps: int, *, name: str = "beam_size") -> Need:
+    """What beam search cannot do without (a lower bound, :mod:`attnlab.memory`): at the first
+    step the ``2K`` best extensions of each of ``rows`` sentences with their float32 scores,
+    flat indices, parents and tokens (28 bytes each); from the second step on every live
+    hypothesis' next-token scores, ``(rows · K, V)`` float32. ``name`` is the beam's setting."""
+    first = sized("the best extensions of the first step", {"sentences": rows, "2": 2, name: beam_size},
+                  28, "entries of 28 bytes")
+    if steps < 2:
+        return first
+    scores = sized("every hypothesis' next-token scores",
+                   {"sentences": rows, name: beam_size, "vocabulary": vocab_size}, 4)
+    return max(first, scores, key=lambda need: need.nbytes)
+
+
 def _score_dtype(device: torch.device) -> torch.dtype:
     """Scores in float64, as Python's floats (exact stopping); MPS has no float64."""
     return torch.float32 if device.type == "mps" else torch.float64
@@ -230,6 +245,8 @@ def _run(state, search: _Search, batch: int) -> None:
     for t in range(search.max_new):
         (A, k), length = log_p.shape, t + 1
         step = torch.log_softmax(state.logits().float(), dim=-1)  # (A·k, V)
+        if t == 0:  # before the beams are expanded: a beam of a billion is refused here
+            check_fits([beam_need(A, K, step.shape[-1], search.max_new)], device)
         if state.blocked:
             step[:, list(state.blocked)] = float("-inf")  # never generate pad or bos
         ext = expand_beams(log_p, step, K, search.eos_id)

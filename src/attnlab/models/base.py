@@ -29,6 +29,7 @@ from attnlab.checkpoint import (
 )
 from attnlab.config import upgrade
 from attnlab.devices import resolve_device
+from attnlab.memory import check_fits, leading_sizes, measure_model
 from attnlab.validation import indefinite
 
 MODEL_TYPES: dict[str, type[PretrainedModel]] = {}
@@ -90,7 +91,8 @@ class PretrainedModel(nn.Module):
         cls, directory: str | Path, *, device: str | torch.device = "cpu"
     ) -> PretrainedModel:
         """Load a checkpoint written by :meth:`save_pretrained` onto ``device`` (``ValueError``
-        when the machine has no such device); the model is put in eval mode."""
+        when the machine has no such device, or not the memory for the model its
+        ``config.json`` describes: counted before it is built); the model is put in eval mode."""
         device = resolve_device(device)
         config, state = load_state(directory)
         model_type = config.pop("model_type", None)
@@ -104,6 +106,11 @@ class PretrainedModel(nn.Module):
             parsed = cls.config_class.from_dict(fields)
         except ValueError as err:
             raise ValueError(f"checkpoint config {Path(directory) / CONFIG_NAME}: {err}") from None
+        try:  # counted before it is built: a config.json may ask for terabytes
+            size = measure_model(lambda: cls.from_config(parsed))
+            check_fits([size.need(leading_sizes(parsed), training=False)])
+        except ValueError as err:
+            raise ValueError(f"checkpoint {directory} (config.json): {err}") from None
         model = cls.from_config(parsed)
         absent = [f.name for f in dataclasses.fields(parsed) if f.init and f.name not in fields]
         load_into(model, state, directory, absent=absent)

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.config import Config
+from attnlab.memory import check_fits, sized
 from attnlab.models.base import PretrainedModel, StateCache, register_model
 from attnlab.validation import check_ids, check_positive, check_probability
 
@@ -96,6 +97,9 @@ class LSTMLM(_RecurrentLM):
         super().__init__(config)
         c = config
         between = c.dropout if c.num_layers > 1 else 0.0
+        # its recurrent weights alone (4h × h a layer), before nn.LSTM loops over the layers
+        layers = {"num_layers": c.num_layers, "4 × hidden_dim²": 4 * c.hidden_dim**2}
+        check_fits([sized("recurrent weights", layers, 4)])
         self.lstm = nn.LSTM(c.embed_dim, c.hidden_dim, c.num_layers, batch_first=True, dropout=between)
 
     def forward(self, idx: Tensor, *, cache: StateCache | None = None) -> Tensor:

@@ -108,7 +108,7 @@ class NTM(PretrainedModel):
             c.controller_dim, c.write_heads * (self.address_width + 2 * c.memory_width)
         )
         self.output = nn.Linear(c.controller_dim + reads, c.output_dim)
-        self.initial_reads = nn.Parameter(torch.randn(c.read_heads, c.memory_width) * 0.01)
+        self.initial_reads = nn.Parameter(torch.randn(c.read_heads, c.memory_width).mul_(0.01))
 
     def initial_state(self, batch: int) -> NTMState:
         """The state before the first step: constant memory, every head on location 0."""

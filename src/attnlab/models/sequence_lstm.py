@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from attnlab.config import Config
+from attnlab.memory import check_fits, sized
 from attnlab.models.base import PretrainedModel, register_model
 from attnlab.validation import check_positive, check_sequence
 
@@ -43,6 +44,9 @@ class SequenceLSTM(PretrainedModel):
     def __init__(self, config: SequenceLSTMConfig) -> None:
         super().__init__()
         self.config = c = config
+        # its recurrent weights alone (4h × h a layer), before nn.LSTM loops over the layers
+        layers = {"num_layers": c.num_layers, "4 × hidden_dim²": 4 * c.hidden_dim**2}
+        check_fits([sized("recurrent weights", layers, 4)])
         self.lstm = nn.LSTM(c.input_dim, c.hidden_dim, c.num_layers, batch_first=True)
         self.output = nn.Linear(c.hidden_dim, c.output_dim)
 

@@ -69,7 +69,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("pe", self.table(max_len or 512).float(), persistent=False)  # (L, d)
 
     def table(self, n: int, offset: int = 0) -> Tensor:
-        """The formula in float64: rows ``offset .. offset+n-1``, shape ``(n, d_model)``."""
+        """The formula in float64: rows ``offset .. offset+n-1``, shape ``(n, d_model)`` (on the
+        meta device, where a model is only measured, the shape alone: :mod:`attnlab.memory`)."""
+        if torch.get_default_device().type == "meta":
+            return torch.empty(n, self.d_model, dtype=torch.float64)
         pos = _positions(n, offset, None).double()[:, None]  # (n, 1)
         two_i = torch.arange(0, self.d_model, 2, dtype=torch.float64)  # (⌈d/2⌉,)
         angle = pos / torch.pow(10000.0, two_i / self.d_model)  # (n, ⌈d/2⌉)

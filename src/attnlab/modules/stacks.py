@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from attnlab.attention.masks import causal_mask, combine_masks
 from attnlab.attention.multihead import KVCache
+from attnlab.memory import check_repeats, leading_sizes
 from attnlab.modules.block_config import BlockConfig
 from attnlab.modules.blocks import DecoderLayer, EncoderLayer, TransformerLayer, as_attention_mask
 from attnlab.modules.norms import make_norm
@@ -67,7 +68,9 @@ class LayerStack(nn.Module):
         norm; ``final_norm=None`` adds one exactly when pre-LN (as ``nn.TransformerEncoder(norm=
         LayerNorm)`` does when asked)."""
         check_positive("num_layers", num_layers)
-        layers = [cls.layer_class(config, rotary=rotary) for _ in range(num_layers)]
+        first = cls.layer_class(config, rotary=rotary)
+        check_repeats("num_layers", num_layers, first, leading_sizes(config))  # before a billion are built
+        layers = [first, *(cls.layer_class(config, rotary=rotary) for _ in range(num_layers - 1))]
         if final_norm is None:
             final_norm = config.norm_first
         c = config

@@ -32,6 +32,7 @@ from attnlab.atomic import write_atomic
 from attnlab.data.algorithmic import TASKS, Episode, task_dims
 from attnlab.devices import model_device, to_device
 from attnlab.generation.state import inference
+from attnlab.memory import Need, sized
 from attnlab.models import load_pretrained
 from attnlab.tasks.algorithmic_recipe import AlgorithmicData, AlgorithmicRecipe
 from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
@@ -148,6 +149,26 @@ class AlgorithmicTask(Task):
             f"{model.model_type}: {model.num_parameters():,} parameters; task {d.task}, lengths "
             f"{d.min_length}-{d.max_length}, {d.batch_size} sequence(s) a step"
         )
+
+    def memory_needs(self) -> list[Need]:
+        """The model; the validation episodes :meth:`prepare` keeps; the larger of a training
+        batch and the test episodes of the longest test length (an episode of ``length`` has
+        more than ``length`` steps of the task's input and output channels); for an NTM, its
+        memory for a training batch."""
+        d, ev, model = self.recipe.data, self.recipe.eval, self.recipe.model
+        channels = {"channels": sum(task_dims(d.task, d.bits))}
+        steps = {"(data.min_length + 1)": d.min_length + 1, **channels}
+        kept = {"eval.val_sequences": ev.val_sequences, **steps}
+        val = sized("the validation episodes", kept, 4, host=True)
+        train = sized("a training batch", {"data.batch_size": d.batch_size, **steps}, 4)
+        longest = {"(max(eval.test_lengths) + 1)": max(ev.test_lengths) + 1, **channels}
+        test = sized("the longest test episodes", {"eval.test_sequences": ev.test_sequences, **longest}, 4)
+        needs = [*super().memory_needs(), val, max(train, test, key=lambda need: need.nbytes)]
+        if model.type == "ntm":
+            needs.append(sized("the NTM's memory", {
+                "data.batch_size": d.batch_size, "model.memory_size": model.memory_size,
+                "model.memory_width": model.memory_width}, 4))
+        return needs
 
     def train_data(self) -> Callable[[int], Iterator[Episode]]:
         return train_episodes(self.recipe.data)

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from attnlab.checkpoint import ExtraFiles, load_config, read_json_object, resolve_resume
 from attnlab.devices import resolve_device
+from attnlab.memory import Need, check_fits
 from attnlab.signals import reraise
 from attnlab.tasks.recipe import RECIPE_FILE, Recipe
 from attnlab.training import Trainer, TrainResult, build_optimizer
@@ -100,6 +101,12 @@ class Task(ABC):
     @abstractmethod
     def validate(self, model: nn.Module) -> dict[str, float]:
         """Validation metrics (``val_loss``, ...), called in eval mode without gradients."""
+
+    def memory_needs(self) -> list[Need]:
+        """What training cannot do without, from the recipe alone (no data read, nothing
+        allocated), each a lower bound (:mod:`attnlab.memory`): by default the model with its
+        gradients and Adam's moments; a task adds the tensors every step makes (its batch)."""
+        return [self.recipe.model.training_need()]
 
     def checkpoint_files(self) -> ExtraFiles:
         """Files copied into every checkpoint beside the model: ``recipe.json`` and, in
@@ -239,6 +246,7 @@ def train(
     cls = task_class(recipe["task"])
     parsed = cls.recipe_class.from_dict(recipe)
     task = cls(parsed, run_dir, data_dir=data_dir, device=device)
+    check_fits(task.memory_needs(), task.device)  # before any data is read or model built
     resume_dir = None if resume is None else Path(resume)
     at_step = None  # the resumed checkpoint's step
     if resume_dir is not None:

@@ -35,8 +35,10 @@ from attnlab.checkpoint import ExtraFiles, resolve_resume
 from attnlab.data.caption_set import CaptionBatch, CaptionSet
 from attnlab.data.image_captions import write_scene_folder
 from attnlab.data.scenes import make_scenes
-from attnlab.data.tokenizers import TOKENIZER_FILE, WordTokenizer, load_tokenizer
+from attnlab.data.tokenizers import SPECIAL_TOKENS, TOKENIZER_FILE, WordTokenizer, load_tokenizer
 from attnlab.evaluation import bleu
+from attnlab.generation.beam import beam_need
+from attnlab.memory import Need, sized
 from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
 from attnlab.tasks.captioner import Captioner
 from attnlab.tasks.captioning_recipe import CaptionData, CaptionRecipe
@@ -123,6 +125,26 @@ class CaptioningTask(Task):
         self.sets = {n: CaptionSet(images[n], captions[n], self.tok, digits[n]) for n in folders}
         print(f"{len(self.sets['train']):,} training captions, vocabulary {self.tok.vocab_size} words",
               flush=True)
+
+    def memory_needs(self) -> list[Need]:
+        """The model (the smallest vocabulary: the special words and one), every split's images
+        in memory (float32; a folder holds at least one a split), the first convolution's output
+        for a training batch (full resolution) and the test decoding's beam."""
+        d, ev = self.recipe.data, self.recipe.eval
+        if d.source == "scenes":
+            scenes = d.train_scenes + d.val_scenes + d.test_scenes
+            images = {"(data.train_scenes + data.val_scenes + data.test_scenes)": scenes}
+            batch = min(d.batch_size, d.train_scenes)
+        else:
+            images, batch = {"splits": len(SPLIT_FOLDERS)}, 1
+        pixels = {"data.size²": d.size**2}
+        first = {"data.batch_size": batch, "model.conv_channels[0]": self.recipe.model.conv_channels[0]}
+        return [
+            self.recipe.model.training_need(vocab_size=len(SPECIAL_TOKENS) + 1),
+            sized("the images", {**images, "data.channels": d.channels, **pixels}, 4, host=True),
+            sized("the first convolution's output", {**first, **pixels}, 4),
+            beam_need(1, ev.beam_size, len(SPECIAL_TOKENS) + 1, 1, name="eval.beam_size"),
+        ]
 
     def build_model(self) -> nn.Module:
         d = self.recipe.data

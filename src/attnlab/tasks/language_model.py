@@ -34,11 +34,12 @@ from attnlab.atomic import write_atomic
 from attnlab.checkpoint import ExtraFiles, load_config, read_json_object, resolve_resume
 from attnlab.config import from_dict
 from attnlab.data import CharTokenizer, LMDataset, Tokenizer, load_tinyshakespeare, load_tokenizer
-from attnlab.data.tokenizers import SPECIAL_TOKENS, AnyTokenizer
+from attnlab.data.tokenizers import SPECIAL_TOKENS, AnyTokenizer, bpe_need
 from attnlab.devices import model_device
 from attnlab.evaluation import perplexity
 from attnlab.generation import sample
 from attnlab.generation.state import inference
+from attnlab.memory import Need, sized
 from attnlab.models import load_pretrained
 from attnlab.models.base import draws_attention
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
@@ -251,6 +252,19 @@ class LanguageModelTask(Task):
             f"vocabulary {self.tokenizer.vocab_size}, "
             f"{self.train_ids.numel():,} train / {self.val_ids.numel():,} val tokens"
         )
+
+    def memory_needs(self) -> list[Need]:
+        """The model; the windows and targets (int64) of a training batch and of the
+        ``eval.eval_iters`` validation batches :meth:`prepare` keeps; one layer's activations for
+        a training batch (``d_model`` of a GPT, ``hidden_dim`` of an LSTM)."""
+        d, model = self.recipe.data, self.recipe.model
+        windows = {"data.batch_size": d.batch_size, "data.block_size": d.block_size}
+        width = "d_model" if hasattr(model, "d_model") else "hidden_dim"
+        batches = {"(1 + eval.eval_iters)": 1 + self.recipe.eval.eval_iters, **windows, "ids and targets": 2}
+        activations = {**windows, f"model.{width}": getattr(model, width)}
+        needs = [*super().memory_needs(), sized("one layer's activations", activations, 4),
+                 sized("the training and validation windows", batches, 8, "ids", host=True)]
+        return needs + ([bpe_need(d.vocab_size, "data.vocab_size")] if d.tokenizer == "bpe" else [])
 
     def train_data(self) -> Callable[[int], Iterator[tuple[Tensor, Tensor]]]:
         return train_windows(self.train_ids, self.recipe.data)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from attnlab.config import from_dict, parse_override, unknown_key_error
+from attnlab.memory import Need, leading_sizes, measure_model
 from attnlab.models import MODEL_TYPES  # importing the models registers them
 from attnlab.training import OptimConfig, TrainConfig
 from attnlab.validation import check_choice
@@ -87,6 +88,7 @@ class ModelTable(Generic[C]):
                 raise ValueError(f"[model] key {key!r} is set from the data; remove it")
         self.model_class = MODEL_TYPES[self.type]
         self.config_class, self.table, self.fixed = self.model_class.config_class, table, tuple(stand_ins)
+        self._stand_ins = dict(stand_ins)
         self._resolved = self.build(**stand_ins)
 
     def build(self, **fixed: Any) -> C:
@@ -99,6 +101,17 @@ class ModelTable(Generic[C]):
     def build_model(self, **fixed: Any) -> Any:
         """A fresh model of the table's ``type`` (its config: :meth:`build` of ``fixed``)."""
         return self.model_class(self.build(**fixed))
+
+    def training_need(self, **fixed: Any) -> Need:
+        """What training the model needs at least: its parameters, their gradients and Adam's two
+        moments, and its buffers, counted on the meta device (nothing is allocated). ``fixed``:
+        the data-fixed fields where the stand-ins would overstate them (a vocabulary)."""
+        config = self.build(**{**self._stand_ins, **fixed})
+        try:
+            size = measure_model(lambda: self.model_class(config))
+        except ValueError as err:  # a layer repeated past the machine's memory
+            raise ValueError(f"[model]: {err}") from None
+        return size.need(leading_sizes(config, "model.", skip=self.fixed), training=True)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name in ("config_class", "table", "fixed", "type", "model_class"):

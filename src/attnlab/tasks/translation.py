@@ -37,7 +37,10 @@ from attnlab.data import (
     save_tokenizers,
     train_bpe,
 )
+from attnlab.data.tokenizers import SMALLEST_BPE, bpe_need
 from attnlab.evaluation import bleu, chrf
+from attnlab.generation.beam import beam_need
+from attnlab.memory import Need
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
 from attnlab.tasks.translation_recipe import DecodeConfig, TranslationRecipe
 from attnlab.tasks.translator import Translator, read_chunks, translate
@@ -104,6 +107,14 @@ class TranslationTask(Task):
         self.sampler = TokenBatchSampler(self.train_set.lengths, d.max_tokens, seed=d.seed)
         val_sampler = TokenBatchSampler(self.val_set.lengths, d.max_tokens, shuffle=False)
         self.val_loader = self._loader(self.val_set, val_sampler)
+
+    def memory_needs(self) -> list[Need]:
+        """BPE's token table, the model (at the smallest vocabulary BPE can learn: bytes and
+        specials; it learns at most ``data.vocab_size``) and the test decoding's beam."""
+        smallest = SMALLEST_BPE
+        return [bpe_need(self.recipe.data.vocab_size, "data.vocab_size"),
+                self.recipe.model.training_need(src_vocab_size=smallest, tgt_vocab_size=smallest),
+                beam_need(1, self.recipe.eval.beam_size, smallest, 1, name="eval.beam_size")]
 
     def _check_lengths(self, test_sources: list[list[int]]) -> None:
         """Learned positions cannot extrapolate: every training, validation and test sentence

@@ -10,7 +10,9 @@ executes pickled code. :func:`check_weights_only_safe` enforces that at save tim
 
 from __future__ import annotations
 
+import pickle
 import random
+import warnings
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -148,14 +150,32 @@ def load_trainer_state(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"trainer state {path} does not exist")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # corrupt or truncated file, or a non-weights_only payload
-        raise ValueError(f"trainer state {path} could not be read: {err}") from err
+        with warnings.catch_warnings():  # torch's notes on pickle protocols: the errors below say it
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # a pickled object torch refused, or a corrupt or truncated file
+        raise _unreadable(path, err) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         got = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise ValueError(f"trainer state {path} must have format {FORMAT!r}, got {got!r}")
     payload["state"] = TrainerState.from_dict(payload["state"])
     return payload
+
+
+def _unreadable(path: Path, err: Exception) -> ValueError:
+    """One line for a ``trainer.pt`` that ``torch.load(weights_only=True)`` refused: pickled
+    objects (a class or a function to call), or a damaged file, in attnlab's words — never
+    torch's advice to load it with ``weights_only=False``."""
+    text = str(err)
+    if isinstance(err, pickle.UnpicklingError) and ("GLOBAL" in text or "add_safe_globals" in text):
+        return ValueError(
+            f"trainer state {path} holds pickled objects, which attnlab never loads (its trainer.pt "
+            "holds only numbers, strings and tensors): this file was not written by attnlab"
+        )
+    _, _, reason = text.partition("WeightsUnpickler error:")  # torch's reason, without its advice
+    lines = [line.strip() for line in (reason or text).splitlines() if line.strip()]
+    return ValueError(f"trainer state {path} could not be read (corrupt, or not written by attnlab): "
+                      f"{lines[0] if lines else type(err).__name__}")
 
 
 def restore_trainer_state(
