@@ -20,7 +20,7 @@ SRC = ROOT / "src" / "attnlab"
 # docs/design.md, "The floors": a module may import its own floor's package and the floors below.
 FLOORS = [
     ("attnlab", "attnlab.validation", "attnlab.runtime", "attnlab.config", "attnlab.devices",
-     "attnlab.evaluation", "attnlab.atomic", "attnlab.signals", "attnlab.measure",
+     "attnlab.evaluation", "attnlab.atomic", "attnlab.signals", "attnlab.measure", "attnlab.options",
      "attnlab.memory"),
     ("attnlab.attention", "attnlab.checkpoint", "attnlab.visualize"),
     ("attnlab.modules", "attnlab.data"),

