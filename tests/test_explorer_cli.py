@@ -16,7 +16,8 @@ import sys
 import httpx
 import pytest
 
-from attnlab.cli import main
+from attnlab.cli import build_parser, main
+from attnlab.explorer.commands import server_token
 from attnlab.explorer.export import export_views
 from attnlab.explorer.models import ModelSet, load_gpt, load_translator
 from attnlab.explorer.page import json_for_html, render_page
@@ -88,6 +89,22 @@ def test_serve_refuses_a_bind_or_token_it_cannot_protect_before_loading(tmp_path
     missing = tmp_path / "not-loaded"  # refused before any checkpoint is read
     assert main(["serve", "--gpt", str(missing), "--no-bert", "--port", "0", *flags]) == 2
     assert capsys.readouterr().err == f"attnlab serve: error: {message}\n"
+
+
+def test_serve_takes_its_token_from_the_environment_kept_out_of_ps(tmp_path, capsys, monkeypatch):
+    args = build_parser().parse_args(["serve", "--host", "0.0.0.0"])
+    monkeypatch.setenv("ATTNLAB_TOKEN", "s3cret-token-0123456789")
+    assert server_token(args, loopback=False) == "s3cret-token-0123456789"
+    monkeypatch.setenv("ATTNLAB_TOKEN", "short")
+    with pytest.raises(ValueError, match=r"^\$ATTNLAB_TOKEN must be at least 16 printable ASCII characters"):
+        server_token(args, loopback=False)
+    given = build_parser().parse_args(["serve", "--token", "from-the-command-line"])
+    assert server_token(given, loopback=True) == "from-the-command-line"  # the flag wins
+    monkeypatch.setenv("ATTNLAB_TOKEN", "s3cret-token-0123456789")
+    missing = tmp_path / "not-loaded"
+    assert main(["serve", "--gpt", str(missing), "--no-bert", "--port", "0", "--no-token"]) == 2
+    assert capsys.readouterr().err == ("attnlab serve: error: $ATTNLAB_TOKEN and --no-token contradict "
+                                       "each other: give one\n")
 
 
 def start_server(checkpoints, *flags: str) -> tuple[subprocess.Popen, list[str]]:

@@ -14,7 +14,8 @@ most 5 s). It answers to the loopback names, ``--host`` and each ``--allow-host 
 
 Beyond loopback (``--host 0.0.0.0``, a LAN address) the explorer would answer anyone who can
 reach the port, so ``serve`` refuses to start unless given ``--token TOKEN`` (at least 16
-characters; ``--token`` alone draws a random one) — then the API asks for ``Authorization:
+characters; ``--token`` alone draws a random one; ``$ATTNLAB_TOKEN`` keeps it out of ``ps``)
+— then the API asks for ``Authorization:
 Bearer TOKEN`` and the printed address carries ``?token=`` for the page — or ``--no-token``,
 which says that is meant; either way it prints a warning on stderr. Only argparse is imported
 at module level, so ``attnlab --help`` stays fast.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import secrets
 import socket
 import sys
@@ -41,6 +43,7 @@ from attnlab.explorer.requests import (
 GRACEFUL_SHUTDOWN_S = 5
 MIN_TOKEN_CHARS = 16
 RANDOM_TOKEN = ""  # what --token without a value stands for: draw one
+TOKEN_VARIABLE = "ATTNLAB_TOKEN"  # the token, kept off the command line
 
 
 def _model_arguments(parser: argparse.ArgumentParser, repeatable: bool) -> None:
@@ -67,7 +70,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", nargs="?", const=RANDOM_TOKEN, default=None, metavar="TOKEN",
                         help="the API asks for 'Authorization: Bearer TOKEN' (at least "
                              f"{MIN_TOKEN_CHARS} characters; alone: a random one, printed); "
-                             "required beyond loopback")
+                             "required beyond loopback; or set $ATTNLAB_TOKEN, which ps does not show")
     parser.add_argument("--no-token", action="store_true",
                         help="serve beyond loopback without a token: anyone who reaches the port may use it")
 
@@ -115,11 +118,16 @@ def is_loopback(host: str) -> bool:
 
 
 def server_token(args: argparse.Namespace, loopback: bool) -> str | None:
-    """The API's token from ``--token`` / ``--no-token``; beyond loopback one of them is
-    required (a one-line ``ValueError`` otherwise)."""
-    if args.token is not None and args.no_token:
-        raise ValueError("--token and --no-token contradict each other: give one")
-    if args.token is None:
+    """The API's token from ``--token`` / ``--no-token``, or from ``$ATTNLAB_TOKEN`` when
+    ``--token`` is not given (a token on the command line is visible to every local user in
+    ``ps``; the environment is not); beyond loopback one of them is required (a one-line
+    ``ValueError`` otherwise)."""
+    token, source = args.token, "--token"
+    if token is None and os.environ.get(TOKEN_VARIABLE):
+        token, source = os.environ[TOKEN_VARIABLE], f"${TOKEN_VARIABLE}"
+    if token is not None and args.no_token:
+        raise ValueError(f"{source} and --no-token contradict each other: give one")
+    if token is None:
         if not loopback and not args.no_token:
             raise ValueError(
                 f"--host {args.host} listens beyond this machine and the explorer has no other "
@@ -127,13 +135,13 @@ def server_token(args: argparse.Namespace, loopback: bool) -> str | None:
                 "who can reach the port use it"
             )
         return None
-    if args.token == RANDOM_TOKEN:
+    if token == RANDOM_TOKEN:
         return secrets.token_urlsafe(24)
-    printable = args.token.isascii() and args.token.isprintable() and " " not in args.token
-    if len(args.token) < MIN_TOKEN_CHARS or not printable:
-        raise ValueError(f"--token must be at least {MIN_TOKEN_CHARS} printable ASCII characters without "
-                         f"spaces, got {len(args.token)} characters (--token alone draws a random one)")
-    return args.token
+    printable = token.isascii() and token.isprintable() and " " not in token
+    if len(token) < MIN_TOKEN_CHARS or not printable:
+        raise ValueError(f"{source} must be at least {MIN_TOKEN_CHARS} printable ASCII characters without "
+                         f"spaces, got {len(token)} characters (--token alone draws a random one)")
+    return token
 
 
 def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:

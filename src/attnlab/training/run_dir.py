@@ -120,7 +120,7 @@ class RunLock:
                 os.close(fd)
                 raise RunDirectoryInUse(
                     f"run directory {self.run_dir} is in use by {holder}; wait for it to finish, "
-                    f"or choose another --run-dir"
+                    f"or choose another directory"
                 ) from None
             with contextlib.suppress(FileNotFoundError):
                 if os.path.samestat(os.fstat(fd), os.stat(path)):
