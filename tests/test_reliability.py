@@ -196,9 +196,13 @@ def test_writing_run_repairs_leftovers_under_the_lock(tmp_path):
         (step / name).touch()
     (tmp_path / "checkpoints" / ".step_00000004.tmp-ab12").mkdir(parents=True)
     (tmp_path / ".final.tmp-cd34").mkdir()
+    (tmp_path / "tokenizer").mkdir()  # a translation run's tokenizers, written file by file
+    (tmp_path / "tokenizer" / ".src.json.tmp-ef56").write_text("{")
+    (tmp_path / "plots").mkdir()
+    (tmp_path / "plots" / ".loss.png.tmp-gh78").write_bytes(b"\x89PNG")
     with writing_run(tmp_path, resume=tmp_path):
         pass
-    assert not any(p.name.startswith(".") and p.is_dir() for p in tmp_path.rglob("*"))
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".") and p.name != ".lock"]
 
 
 # ---------------------------------------------------------------- atomic files

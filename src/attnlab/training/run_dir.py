@@ -221,7 +221,9 @@ def writing_run(
             if resume is None:
                 claim(run_dir, overwrite=overwrite, earlier_run=lock.had_lock, flag=flag)
             clean_leftovers(run_dir)
-            clean_leftovers(run_dir / "checkpoints")
+            for sub in sorted(run_dir.iterdir()):  # checkpoints/, tokenizer/, plots/, ...
+                if sub.is_dir() and not sub.is_symlink():
+                    clean_leftovers(sub)
         yield
 
 
