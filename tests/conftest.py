@@ -10,6 +10,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 import torch
 
 torch.set_num_threads(1)
@@ -26,3 +27,20 @@ if "ATTNLAB_DATA" not in os.environ and _DEFAULT_DATA.is_dir():
 # (an ignored signal stays ignored across exec; a handled one is reset).
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# The explorer's tests (test_explorer_*.py) share these: the tiny translator, GPT and encoder of
+# tests/explorer_toys.py, built once a module, and Starlette's test client over them.
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    from explorer_toys import tiny_models
+
+    return tiny_models(tmp_path_factory.mktemp("explorer"))
+
+
+@pytest.fixture(scope="module")
+def client(models):
+    from explorer_toys import api_client
+
+    with api_client(models) as test_client:
+        yield test_client

@@ -88,6 +88,20 @@ def tiny_models(directory: Path) -> ModelSet:
     return ModelSet([translator, gpt, served_encoder("tiny-bert", tiny_encoder())])
 
 
+LOCAL = "http://localhost"  # the test client's Host: a loopback name, as a browser's would be
+
+
+def api_client(models: ModelSet, *, raise_errors: bool = False, **settings: Any):
+    """Starlette's test client over ``create_app(models, **settings)``, sending requests as a
+    browser on this machine would (``Host: localhost``); a defect answers 500 unless
+    ``raise_errors``."""
+    from starlette.testclient import TestClient
+
+    from attnlab.explorer.app import create_app
+
+    return TestClient(create_app(models, **settings), base_url=LOCAL, raise_server_exceptions=raise_errors)
+
+
 @contextmanager
 def serving(models: ModelSet, **settings: Any) -> Iterator[str]:
     """Run the explorer over ``models`` (``create_app(models, **settings)``) with uvicorn on

@@ -14,30 +14,18 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 import torch
-from starlette.testclient import TestClient
 
 from attnlab.explorer import app as explorer_app
 from attnlab.explorer import views
-from attnlab.explorer.app import create_app
 from attnlab.explorer.models import ModelSet
 from attnlab.explorer.requests import LIMITS, MAX_BODY_BYTES, MAX_SOURCE_TOKENS, MAX_TEXT_CHARS
 from attnlab.tasks.translation import checkpoint_decoding
-from explorer_toys import serving, tiny_models
+from explorer_toys import api_client, serving
 
 SOURCE = "Ein Kind spielt mit einem Ball."
-LOCAL = "http://localhost"  # the test client's Host: a loopback name, as a browser's would be
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|@import|url\(\s*["']?(?:https?:)?//""", re.I)
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> ModelSet:
-    return tiny_models(tmp_path_factory.mktemp("explorer_api"))
-
-
-@pytest.fixture(scope="module")
-def client(models):
-    with TestClient(create_app(models), base_url=LOCAL, raise_server_exceptions=False) as test_client:
-        yield test_client
 
 
 def post(client, path: str, body) -> httpx.Response:
@@ -185,7 +173,7 @@ def test_wrong_routes_and_methods_are_json_too(client):
 
 def test_a_model_not_loaded_is_a_503_naming_its_flag(models):
     only = ModelSet([models.get("translator")])
-    with TestClient(create_app(only), base_url=LOCAL) as lonely:
+    with api_client(only, raise_errors=True) as lonely:
         gpt = post(lonely, "generate", {"prompt": "Hi"})
         assert gpt.status_code == 503
         assert gpt.json()["error"] == "no gpt is loaded: start attnlab serve with --gpt CKPT"
@@ -199,7 +187,7 @@ def test_a_defect_is_a_json_500_not_a_crash(models, monkeypatch):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(explorer_app.views, "head_view", broken)
-    with TestClient(create_app(models), base_url=LOCAL, raise_server_exceptions=False) as test_client:
+    with api_client(models) as test_client:
         response = post(test_client, "heads", {"text": "it"})
     assert response.status_code == 500 and response.json() == {"error": "internal error: RuntimeError: boom"}
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from explorer_toys import serving, tiny_models
+from explorer_toys import serving
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
@@ -34,10 +34,6 @@ from attnlab.explorer.export import export_views, write_page  # noqa: E402
 GERMAN = "Zwei Männer spielen Fußball im Park."
 WAIT_S = 60
 
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return tiny_models(tmp_path_factory.mktemp("explorer_browser"))
 
 
 @pytest.fixture(scope="module")

@@ -15,36 +15,24 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 import torch
-from starlette.testclient import TestClient
 
 from attnlab.data.tokenizers import Tokenizer
 from attnlab.explorer import bounds, jobs, views
 from attnlab.explorer.access import Access
-from attnlab.explorer.app import create_app
 from attnlab.explorer.jobs import Bounds
 from attnlab.explorer.models import ModelSet, Served
 from attnlab.explorer.requests import MAX_OUTPUT_TOKENS, MAX_SOURCE_TOKENS, nesting_depth
 from attnlab.generation import beam_search, greedy_search, sample
 from attnlab.generation.state import each_step
 from attnlab.tasks.translator import Translator
-from explorer_toys import GERMAN, serving, tiny_models
+from explorer_toys import GERMAN, api_client, serving
 
-LOCAL = "http://localhost"
 JSON = {"content-type": "application/json"}
 SOURCE = "Ein Hund läuft über die Wiese."
 BODIES = {"translate": {"text": SOURCE}, "generate": {"prompt": "Hi", "max_new_tokens": 3},
           "heads": {"text": "it"}}
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory) -> ModelSet:
-    return tiny_models(tmp_path_factory.mktemp("explorer_hostile"))
-
-
-@pytest.fixture(scope="module")
-def client(models):
-    with TestClient(create_app(models), base_url=LOCAL, raise_server_exceptions=False) as test_client:
-        yield test_client
 
 
 def one_line_error(response: httpx.Response, status: int) -> str:
@@ -89,7 +77,7 @@ def test_a_source_is_capped_in_subwords_after_tokenization(models, client):
     byte_level = Tokenizer.train(GERMAN, vocab_size=300, min_frequency=1)
     translator = Translator(served.model.model, byte_level, served.model.tgt_tok)
     hostile = ModelSet([Served("translator", "bytes", translator, served.info, extra=served.extra)])
-    with TestClient(create_app(hostile), base_url=LOCAL) as test_client:
+    with api_client(hostile, raise_errors=True) as test_client:
         response = test_client.post("/api/translate", json={"text": "\U0010FFFF" * 399, "beam": 10})
     assert one_line_error(response, 413) == f"text has 1596 subwords; the limit is {MAX_SOURCE_TOKENS}"
     assert bounds.source_length(translator, "Ein Hund.") == len(byte_level.encode("Ein Hund."))
@@ -113,7 +101,7 @@ def test_a_translation_is_cut_at_the_output_cap(models, monkeypatch):
     monkeypatch.setattr(model, "decode", never_ending)
     recipe = {"eval": {"beam_size": 1, "max_len_a": 100.0, "max_len_b": 4}}
     long = ModelSet([Served("translator", "long", served.model, served.info, extra=recipe)])
-    with TestClient(create_app(long), base_url=LOCAL) as test_client:
+    with api_client(long, raise_errors=True) as test_client:
         assert test_client.post("/api/translate", json={"text": SOURCE}).status_code == 200
     assert steps.count(1) == MAX_OUTPUT_TOKENS  # not 100 · 7 + 4 = 704
     assert bounds.output_limit(recipe, 1) == 104 and bounds.output_limit({}, 7) == int(1.5 * 7 + 10)
@@ -230,7 +218,7 @@ def test_clients_that_hang_up_cost_the_model_nothing(models, monkeypatch):
 
 def test_a_request_out_of_time_stops_at_its_next_step(models):
     limits = Bounds(model_seconds=0)  # every decoding step is past the limit
-    with TestClient(create_app(models, limits=limits), base_url=LOCAL) as test_client:
+    with api_client(models, raise_errors=True, limits=limits) as test_client:
         translation = test_client.post("/api/translate", json=BODIES["translate"])
         why = ("the request was stopped after 0 s on the model, the limit per request: try a shorter text "
                "or a smaller beam")
@@ -259,7 +247,7 @@ def test_no_answer_holds_a_path(tmp_path, monkeypatch):
         raise FileNotFoundError(2, "No such file or directory", str(demo / "model.safetensors"))
 
     answers = []
-    with TestClient(create_app(models), base_url=LOCAL, raise_server_exceptions=False) as test_client:
+    with api_client(models) as test_client:
         answers += [test_client.get(path) for path in ("/api/health", "/api/models", "/api/nope",
                                                        "/api/heads")]
         for body in ({"text": SOURCE}, {"text": SOURCE, "checkpoint": "demo-2"}, {"text": ""},
@@ -334,7 +322,7 @@ def test_json_with_a_charset_is_json(client):
 
 def test_a_token_guards_the_api_but_not_the_page(models):
     token = "correct-horse-battery-staple"
-    with TestClient(create_app(models, access=Access(token=token)), base_url=LOCAL) as test_client:
+    with api_client(models, raise_errors=True, access=Access(token=token)) as test_client:
         assert test_client.get("/").status_code == 200
         assert test_client.get("/static/explorer.js").status_code == 200
         for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": f"Bearer {token}x"},

@@ -19,15 +19,11 @@ from attnlab.models import AttentionSeq2Seq, AttentionSeq2SeqConfig, RNNSeq2Seq,
 from attnlab.tasks.language_model import generate_text
 from attnlab.tasks.translation import checkpoint_decoding
 from attnlab.tasks.translator import Translator
-from explorer_toys import WORDS, tiny_models
+from explorer_toys import WORDS
 
 ROUNDING = 0.5 * 10**-DIGITS + 1e-9
 SOURCE = "Zwei Männer spielen Fußball im Park."
 
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return tiny_models(tmp_path_factory.mktemp("explorer"))
 
 
 def as_tensor(nested) -> torch.Tensor:
