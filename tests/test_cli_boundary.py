@@ -202,6 +202,26 @@ def test_a_directory_given_as_an_image_is_named_as_one(tmp_path):
         load_image(tmp_path)
     with pytest.raises(FileNotFoundError, match="not found"):
         load_image(tmp_path / "missing.png")
+    with pytest.raises(ValueError, match="image /dev/zero is not a regular file"):
+        load_image("/dev/zero")  # exists: never "not found", and never read to the end
+
+
+@pytest.mark.parametrize("command", ["lab", "plot-alignment", "caption"])
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(command, tmp_path, capsys):
+    """A file where an output directory must be, or a directory where a picture must be, is
+    refused in one line before any model is loaded (the checkpoints here do not even exist)."""
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "adir").mkdir()
+    argv = {"lab": ["lab", "pooling", "--quick", "--out", str(tmp_path / "afile")],
+            "plot-alignment": ["plot-alignment", str(tmp_path / "no-ckpt"), "--src", "Ein Hund.",
+                               "--out", str(tmp_path / "adir")],
+            "caption": ["caption", str(tmp_path / "no-ckpt"), str(tmp_path / "no.png"),
+                        "--attention", str(tmp_path / "afile" / "a.png")]}[command]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"attnlab {command}: error: cannot write ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile"]
+    assert (tmp_path / "afile").read_text() == "mine"
 
 
 # ---------------------------------------------------------------- newcomer friction

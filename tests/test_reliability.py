@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from attnlab import atomic
-from attnlab.atomic import atomic_directory, atomic_file, clean_leftovers, write_atomic
+from attnlab.atomic import atomic_directory, atomic_file, check_target, clean_leftovers, write_atomic
 from attnlab.checkpoint import list_checkpoints, load_state
 from attnlab.training.metrics import MetricsLog, read_metrics
 from attnlab.training.run_dir import RunDirectoryInUse, RunLock, writing_run
@@ -249,10 +249,36 @@ def test_a_write_error_names_the_file(tmp_path):
     assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
     assert target.read_text() == "old"
     (tmp_path / "plots").mkdir()
-    with pytest.raises(IsADirectoryError) as caught:
-        write_atomic(tmp_path / "plots", b"\x89PNG")  # the rename fails: named by the target
-    assert caught.value.filename == str(tmp_path / "plots")
+    with pytest.raises(ValueError, match=f"^cannot write the file {tmp_path / 'plots'}: it is a directory$"):
+        write_atomic(tmp_path / "plots", b"\x89PNG")  # refused before anything is written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plots", "report.md"]
+
+
+def test_a_path_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    (tmp_path / "afile").write_text("mine")
+    with pytest.raises(ValueError, match=f"^cannot write {tmp_path / 'afile' / 'x.html'}: "
+                                         f"{tmp_path / 'afile'} is a file, not a directory$"):
+        check_target(tmp_path / "afile" / "x.html")
+    with pytest.raises(ValueError, match="cannot write the directory .*afile: it is a file"):
+        with atomic_directory(tmp_path / "afile"):
+            pass
+    dangling = tmp_path / "d.html"
+    dangling.symlink_to(tmp_path / "nowhere" / "x.html")
+    with pytest.raises(ValueError, match="is a symbolic link to .*nowhere/x.html, whose directory does not"):
+        write_atomic(dangling, "page")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "d.html"]  # no nowhere/ created
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
+def test_a_failed_write_takes_back_the_directories_it_created(tmp_path):
+    (tmp_path / "kept").mkdir()
+    for make in (lambda p: atomic_file(p), lambda p: atomic_directory(p)):
+        with pytest.raises(OSError):
+            with make(tmp_path / "kept" / "new" / "deeper" / "out"):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        assert list(tmp_path.iterdir()) == [tmp_path / "kept"] and not any((tmp_path / "kept").iterdir())
+    write_atomic(tmp_path / "kept" / "new" / "x.txt", "written")  # a write that succeeds keeps them
+    assert (tmp_path / "kept" / "new" / "x.txt").read_text() == "written"
 
 
 def test_a_half_written_temporary_file_is_a_leftover(tmp_path):

@@ -35,20 +35,21 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     ``path`` is either the old complete directory or the new one. Where the filesystem cannot
     exchange, the old directory is renamed aside to ``.NAME.old-*`` first; a crash between the
     two renames is repaired by :func:`clean_leftovers` on the next start. On an exception the
-    temporary directory is deleted and ``path`` is left as it was.
+    temporary directory is deleted, parent directories created for it are removed again and
+    ``path`` is left as it was; an ``OSError`` that names no file is raised again naming ``path``.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    try:
-        yield tmp
-        _finish_tree(tmp)
-        if not path.exists():
-            os.replace(tmp, path)
-        elif not _exchange(tmp, path):
-            _replace_by_two_renames(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # the half-written new, or the old after the swap
+    path = check_target(path, directory=True)
+    with _parents(path), _naming(path):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+        try:
+            yield tmp
+            _finish_tree(tmp)
+            if not path.exists():
+                os.replace(tmp, path)
+            elif not _exchange(tmp, path):
+                _replace_by_two_renames(tmp, path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # the half-written new, or the old after the swap
 
 
 @contextlib.contextmanager
@@ -59,30 +60,70 @@ def atomic_file(path: str | Path, mode: str = "wb", *, encoding: str | None = No
     The temporary file ``.NAME.tmp-*`` lives beside ``path`` (same filesystem). When the block
     ends it is flushed to disk, given the permissions the user's umask allows and renamed onto
     ``path`` in one step (``os.replace``); a ``path`` that is a symbolic link keeps it, and the
-    file it points to is replaced. On an exception (a full disk, Ctrl-C) the temporary file is
-    deleted and ``path`` is left as it was; an ``OSError`` that names no file, or only the
-    temporary one, is raised again naming ``path``. Text mode writes UTF-8 unless ``encoding``
-    says otherwise.
+    file it points to is replaced (:func:`check_target` says which paths are refused first).
+    Missing parent directories are created. On an exception (a full disk, Ctrl-C) the temporary
+    file is deleted, the directories created for it are removed again and ``path`` is left as
+    it was; an ``OSError`` that names no file, or only the temporary one, is raised again naming
+    ``path``. Text mode writes UTF-8 unless ``encoding`` says otherwise.
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_file mode must be 'wb' or 'w', got {mode!r}")
-    path = Path(path)
-    if path.is_symlink():
-        path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = None
-    try:
-        with _naming(path):
-            fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-            tmp = Path(name)
+    path = check_target(path)
+    with _parents(path), _naming(path):
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+        tmp = Path(name)
+        try:
             with os.fdopen(fd, mode, encoding=(encoding or "utf-8") if mode == "w" else None) as f:
                 yield f
                 f.flush()
                 os.fsync(f.fileno())
             _publish(tmp, path)
-    finally:
-        if tmp is not None:
+        finally:
             tmp.unlink(missing_ok=True)
+
+
+def check_target(path: str | Path, *, directory: bool = False) -> Path:
+    """The path to write a file (or, with ``directory``, a directory) at, checked before any work:
+    ``path`` itself, or the file a symbolic link ``path`` points to. A ``ValueError`` names what
+    is in the way: a file where a directory must be (``path`` itself, or one of its parents), a
+    directory where a file must be, a link to a place whose directory does not exist (attnlab
+    never creates directories at the far end of a link)."""
+    path = Path(path)
+    if path.is_symlink():
+        target = path.resolve()
+        if not target.parent.is_dir():
+            raise ValueError(f"{path} is a symbolic link to {target}, whose directory does not exist")
+        path = target
+    if path.is_dir() and not directory:
+        raise ValueError(f"cannot write the file {path}: it is a directory")
+    if path.exists() and not path.is_dir() and directory:
+        raise ValueError(f"cannot write the directory {path}: it is a file")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"cannot write {path}: {parent} is a file, not a directory")
+    return path
+
+
+@contextlib.contextmanager
+def _parents(path: Path) -> Iterator[None]:
+    """Create ``path``'s missing parent directories; when the block fails, remove the ones it
+    created again (those still empty), so a refused or failed write leaves nothing behind."""
+    missing = []
+    parent = path.parent
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing):
+        directory.mkdir(exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for directory in missing:  # deepest first
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
 
 
 def _publish(tmp: Path, path: Path) -> None:

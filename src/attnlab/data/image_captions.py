@@ -88,16 +88,18 @@ def load_image(path: PathLike, channels: int = 3, size: int | Sequence[int] | No
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: ``path`` is a directory, not an image Pillow can decode, or a 16-bit / float
-            image (naming the file); ``channels`` not 1 or 3.
+        ValueError: ``path`` is a directory or not a regular file, not an image Pillow can
+            decode, or a 16-bit / float image (naming the file); ``channels`` not 1 or 3.
     """
     check_choice("channels", channels, tuple(_MODES))
     shape = _size(size)
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"image {path} is a directory, not an image file")
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"image {path} not found")
+    if not path.is_file():
+        raise ValueError(f"image {path} is not a regular file (a device, a pipe, a socket?)")
     try:
         with Image.open(path) as img:
             img.load()

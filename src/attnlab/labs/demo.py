@@ -49,12 +49,12 @@ def run_translation_demo(out_dir: str | Path = DEFAULT_OUT, data_dir: str | None
 def run_pooling_demo(out_dir: str | Path = DEFAULT_POOLING_OUT) -> Path:
     """Run the attention-pooling lab (:mod:`attnlab.labs.pooling`) into ``out_dir``: print its
     report, write ``report.md``; return the path of the fits picture."""
+    from attnlab.atomic import check_target
     from attnlab.labs import pooling
     from attnlab.labs.report import LabOptions
 
     print("Attention pooling (Nadaraya-Watson kernel regression), López et al. (Attention Mechanisms):\n")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = check_target(out_dir, directory=True)  # created by its first picture
     report = pooling.run(out_dir, LabOptions())
     print(report.markdown())
     print(f"report: {report.write(out_dir).resolve()}")

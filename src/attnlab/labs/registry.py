@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlab.atomic import write_atomic
+from attnlab.atomic import check_target, write_atomic
 from attnlab.labs.report import LabOptions, LabReport
 from attnlab.options import SEED
 
@@ -81,8 +81,7 @@ def run_lab(name: str, out_dir: str | Path, options: LabOptions | None = None) -
     lab = _lab(name)
     options = options or LabOptions()
     module = importlib.import_module(lab.module)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = check_target(out_dir, directory=True)  # created by its first picture
     report = module.run(out_dir, options)
     report.write(out_dir)
     return report

@@ -258,10 +258,7 @@ def caption_cli(args: Any) -> int:
     with the checkpoint recipe's beam settings, one line an image."""
     from attnlab.data.image_captions import load_image
     from attnlab.visualize.captions import CaptionAttention, plot_caption_attention
-    from attnlab.visualize.figure import picture_format
 
-    if args.attention:
-        picture_format(args.attention)  # a path it cannot write is refused before any work
     recipe = load_saved_recipe(args.checkpoint, CaptionRecipe)
     captioner = Captioner.from_checkpoint(args.checkpoint, device=args.device)
     config = captioner.model.config

@@ -59,6 +59,9 @@ def translate(args: argparse.Namespace) -> int:
 def plot_alignment(args: argparse.Namespace) -> int:
     """``attnlab plot-alignment CKPT --src TEXT``: translate TEXT and draw where each output
     token attended (Bahdanau et al. 2015, Figure 3)."""
+    from attnlab.visualize.figure import picture_format
+
+    picture_format(args.out)  # a picture it could not save is refused before any work
     require(args.checkpoint, TranslationTask, "plot-alignment")
     translator, recipe = Translator.load(args.checkpoint, device=args.device)
     decoding = checkpoint_decoding(recipe, beam_size=args.beam, length_penalty=args.length_penalty)
@@ -98,6 +101,9 @@ def caption(args: argparse.Namespace) -> int:
     """``attnlab caption CKPT IMAGE ...``: one caption a line; ``--attention PNG`` draws the
     attention that wrote each word (Xu et al. 2015, Figure 3)."""
     from attnlab.tasks.captioning import CaptioningTask, caption_cli
+    from attnlab.visualize.figure import picture_format
 
+    if args.attention:
+        picture_format(args.attention)  # a picture it could not save is refused before any work
     require(args.checkpoint, CaptioningTask, "caption")
     return caption_cli(args)

@@ -40,6 +40,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
+from attnlab.atomic import check_target
 from attnlab.checkpoint import (
     TRAINER_NAME,
     clean_leftovers,
@@ -228,13 +229,19 @@ def writing_run(
 
 
 def check_name(run_dir: Path, flag: str = "--run-dir") -> None:
-    """Refuse a run directory whose name is not valid UTF-8 (it could not be printed)."""
+    """Refuse a run directory whose name is not valid UTF-8 (it could not be printed), or that
+    cannot be a directory (a file is there, or where a parent must be:
+    :func:`~attnlab.atomic.check_target`)."""
     try:
         str(run_dir).encode()
     except UnicodeEncodeError:
         raise ValueError(
             f"run directory {os.fsencode(run_dir)!r} is not a valid UTF-8 name: choose another {flag}"
         ) from None
+    try:
+        check_target(run_dir, directory=True)
+    except ValueError as err:
+        raise ValueError(f"run directory: {err}; choose another {flag}") from None
 
 
 def check_own_run(run_dir: Path, resume: str | Path) -> Path:

@@ -5,14 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnlab.atomic import atomic_file
+from attnlab.atomic import atomic_file, check_target
 
 
 def picture_format(path: str | Path) -> str:
     """The picture format ``path`` asks for: its suffix when matplotlib can write it (``.png``,
-    ``.pdf``, ``.svg``, ...), ``"png"`` when it has none; any other suffix is a ``ValueError``
-    naming the path and the suffixes accepted."""
+    ``.pdf``, ``.svg``, ...), ``"png"`` when it has none; any other suffix, or a path no file
+    can be written at (a directory, a parent that is a file: :func:`~attnlab.atomic.check_target`)
+    is a ``ValueError`` naming it. Commands call it before their work, so a picture they could
+    not save is refused first."""
     from matplotlib.backend_bases import FigureCanvasBase
+
+    check_target(path)
 
     suffix = Path(path).suffix.lower().lstrip(".")
     if not suffix:
