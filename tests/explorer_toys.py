@@ -8,13 +8,16 @@
 * :func:`tiny_encoder` — a 2-layer, 2-head BERT-style :class:`Encoder` with a word-level
   Hugging Face tokenizer that adds ``[CLS]`` and ``[SEP]`` like MiniLM's;
 * :func:`tiny_models` — the three as the :class:`ModelSet` a server answers with;
-* :func:`serving` — a real uvicorn server over a model set, on a free loopback port, in a thread
-  (``create_app``'s keywords, ``access`` and ``limits``, passed on).
+* :func:`serving` — the explorer's uvicorn server over a model set, on a free loopback port, in
+  a thread (``create_app``'s keywords, ``access`` and ``limits``, passed on);
+* :func:`half_body` — a client that sends a request's head and half its body, and waits;
+  :func:`wait_until` — a bounded wait for something the server does.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import string
 import threading
 import time
@@ -103,16 +106,17 @@ def api_client(models: ModelSet, *, raise_errors: bool = False, **settings: Any)
 
 
 @contextmanager
-def serving(models: ModelSet, **settings: Any) -> Iterator[str]:
-    """Run the explorer over ``models`` (``create_app(models, **settings)``) with uvicorn on
-    127.0.0.1 (a free port) in a thread; yield its base URL (no trailing slash); stop it on exit."""
-    import uvicorn
-
+def serving(models: ModelSet, *, grace: float | None = None, **settings: Any) -> Iterator[str]:
+    """Run the explorer over ``models`` (``create_app(models, **settings)``) on 127.0.0.1 (a
+    free port) in a thread, as ``attnlab serve`` runs it (:func:`.server.explorer_server`, its
+    stop giving the requests in flight ``grace`` seconds, default its own); yield its base URL
+    (no trailing slash); stop it on exit."""
     from attnlab.explorer.app import create_app
     from attnlab.explorer.commands import listen, url_of
+    from attnlab.explorer.server import GRACE_S, explorer_server
 
     sock = listen("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(create_app(models, **settings), log_level="warning"))
+    server = explorer_server(create_app(models, **settings), grace=GRACE_S if grace is None else grace)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -126,3 +130,22 @@ def serving(models: ModelSet, **settings: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=15)
         sock.close()
+
+
+def half_body(port: int) -> socket.socket:
+    """A connection to the explorer on ``port`` that has sent a translate request's head and
+    the start of its body, which its ``Content-Length`` says is longer: a client that is
+    still sending, or one that will hang up mid-body. Left open."""
+    head = (f"POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 1000\r\n\r\n").encode()
+    connection = socket.create_connection(("127.0.0.1", port), timeout=30)
+    connection.sendall(head + b'{"text": "Ein Hund')
+    return connection
+
+
+def wait_until(condition, what: str) -> None:
+    """Poll ``condition`` (a bounded wait, not a measurement)."""
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"waited 30 s for {what}"
+        time.sleep(0.01)

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -21,7 +22,8 @@ from attnlab.explorer.commands import server_token
 from attnlab.explorer.export import export_views
 from attnlab.explorer.models import ModelSet, load_gpt, load_translator
 from attnlab.explorer.page import json_for_html, render_page
-from explorer_toys import gpt_checkpoint, translator_checkpoint
+from attnlab.signals import exit_code
+from explorer_toys import gpt_checkpoint, half_body, translator_checkpoint
 
 DATA_BLOCK = re.compile(r'<script type="application/json" class="attnlab-data">(.*?)</script>', re.S)
 
@@ -43,6 +45,7 @@ def test_a_missing_checkpoint_is_one_line_naming_it(command, tmp_path, capsys):
 
 def test_serve_without_the_server_extra_names_the_install(checkpoints, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # as on a plain `pip install attnlab`
+    monkeypatch.delitem(sys.modules, "attnlab.explorer.server", raising=False)  # imported by a test before
     assert main(["serve", "--translator", str(checkpoints[0]), "--no-bert"]) == 2
     expected = "attnlab serve: error: attnlab serve needs uvicorn: pip install 'attnlab[serve]'\n"
     assert capsys.readouterr().err == expected
@@ -140,6 +143,31 @@ def test_serve_answers_and_stops_on_ctrl_c(checkpoints):
         assert answer.status_code == 200 and answer.json()["beam"] == 3
         assert httpx.post(base + "api/heads", json={"text": "it"}).status_code == 503
         assert stop_server(process) == "attnlab serve: interrupted by SIGINT\n"  # loopback: no warning
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("signals", [[signal.SIGINT] * 4, [signal.SIGTERM, signal.SIGINT]],
+                         ids=["four Ctrl-Cs", "SIGTERM then Ctrl-C"])
+def test_serve_stops_in_one_line_however_many_signals(checkpoints, signals):
+    """An impatient user: signals a few ms apart while a client is still sending its request.
+    The first signal is reported, in one line with its exit code; a later one cuts the
+    request at once. (uvicorn alone: a traceback of its lifespan task cancelled, and the
+    last signal reported.)"""
+    process, lines = start_server(checkpoints)
+    try:
+        base = re.search(r"http://127\.0\.0\.1:(\d+)/", lines[2])
+        assert httpx.get(base.group(0) + "api/health").status_code == 200  # serving: uvicorn has the signals
+        stalled = half_body(int(base.group(1)))
+        for signum in signals:
+            process.send_signal(signum)
+            time.sleep(0.005)
+        assert process.wait(timeout=30) == exit_code(signals[0])
+        assert process.stderr.read() == f"attnlab serve: interrupted by {signals[0].name}\n"
+        assert stalled.recv(100) == b""  # cut, not waited for
+        stalled.close()
     finally:
         if process.poll() is None:
             process.kill()

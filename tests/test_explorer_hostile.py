@@ -9,7 +9,6 @@ import functools
 import json
 import socket
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -25,7 +24,7 @@ from attnlab.explorer.requests import MAX_OUTPUT_TOKENS, MAX_SOURCE_TOKENS, nest
 from attnlab.generation import beam_search, greedy_search, sample
 from attnlab.generation.state import each_step
 from attnlab.tasks.translator import Translator
-from explorer_toys import GERMAN, api_client, serving
+from explorer_toys import GERMAN, api_client, serving, wait_until
 
 JSON = {"content-type": "application/json"}
 SOURCE = "Ein Hund läuft über die Wiese."
@@ -41,14 +40,6 @@ def one_line_error(response: httpx.Response, status: int) -> str:
     error = response.json()
     assert list(error) == ["error"] and "\n" not in error["error"]
     return error["error"]
-
-
-def wait_until(condition, what: str) -> None:
-    """Poll ``condition`` (a bounded wait, not a measurement)."""
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline, f"waited 30 s for {what}"
-        time.sleep(0.01)
 
 
 DEEP = {"2 KB of 1,000 brackets": (b"[" * 1000 + b"]" * 1000, 1000),
@@ -68,6 +59,38 @@ def test_nesting_is_counted_on_brackets_outside_strings(client):
     assert nesting_depth('{"text": "[ unterminated') == 1 and nesting_depth("") == 0
     text = "[" * 40 + " Ein Hund " + "]" * 40  # brackets in a string are text
     assert client.post("/api/translate", json={"text": text}).status_code == 200
+
+
+DIGITS = "1" + "0" * 4400  # over Python's 4,300-digit limit on int(str)
+TOO_LONG = "request body has an integer of 4401 digits; the limit is 100"
+NUMBERS = {  # endpoint, body, the one line of the 422
+    "beam": ("translate", f'{{"text": "Ein Hund", "beam": {DIGITS}}}', TOO_LONG),
+    "seed": ("generate", f'{{"prompt": "Hi", "seed": {DIGITS}}}', TOO_LONG),
+    "max_new_tokens": ("generate", f'{{"prompt": "Hi", "max_new_tokens": -{DIGITS}}}', TOO_LONG),
+    "unknown field": ("heads", f'{{"text": "it", "other": {DIGITS}}}', TOO_LONG),
+    "bare array": ("translate", f"[{DIGITS}, {DIGITS}]", TOO_LONG),
+    "1e999": ("translate", '{"text": "Ein Hund", "beam": 1e999}',
+              "request body has a number too large for a float: 1e999"),
+    "400-digit float": ("generate", '{"prompt": "Hi", "temperature": -' + "9" * 400 + '.5}',
+                        f"request body has a number too large for a float: -{'9' * 19}… (403 characters)"),
+    "temperature 1e-300": ("generate", '{"prompt": "Hi", "temperature": 1e-300}',
+                           "temperature must be 0 or in [0.001, 10], got 1e-300"),
+    "top_p 1e-300": ("generate", '{"prompt": "Hi", "top_p": 1e-300}',
+                     "top_p must be in [0.001, 1], got 1e-300"),
+}
+
+
+@pytest.mark.parametrize("case", NUMBERS, ids=list(NUMBERS))
+def test_a_number_the_server_cannot_use_is_a_422(client, case):
+    """Python refuses to convert an integer of over 4,300 digits (a plain ``ValueError`` from the
+    parser, not a ``JSONDecodeError``: it was a 500); ``1e999`` is infinity; a temperature or
+    ``top_p`` of 1e-300 is 0 in float32, a division by zero in the sampling (it was the stream's
+    "internal error")."""
+    endpoint, body, message = NUMBERS[case]
+    response = client.post(f"/api/{endpoint}", content=body.encode(), headers=JSON)
+    assert one_line_error(response, 422) == message
+    assert client.post("/api/translate", json={"text": SOURCE, "beam": 10**99}).json()["error"] == (
+        f"beam must be in [1, 10], got {10**99}")  # 100 digits: still the field's own message
 
 
 def test_a_source_is_capped_in_subwords_after_tokenization(models, client):

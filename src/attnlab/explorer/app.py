@@ -18,8 +18,9 @@ Who may ask (:mod:`.access`, before any route): a ``Host`` that is not on the al
 site cannot post to the API) of at most ``MAX_BODY_BYTES`` = 16,384 bytes, nested at most 16
 deep; texts and prompts of at most 400 characters; a German source of at most 128 subwords and
 a head-view sentence of at most 64 word pieces, counted after tokenization — over a cap: 413
-(:mod:`.requests`, :mod:`.bounds`). Beam 1..10, max_new_tokens 1..300, temperature 0..10,
-top_k ≥ 1, top_p in (0, 1], seed ≥ 0; empty, malformed, non-UTF-8 or wrongly typed input: 422.
+(:mod:`.requests`, :mod:`.bounds`). Beam 1..10, max_new_tokens 1..300, temperature 0 or
+0.001..10, top_k ≥ 1, top_p 0.001..1, seed ≥ 0; empty, malformed, non-UTF-8 or wrongly typed
+input, an integer of over 100 digits, a number too large for a float: 422.
 An unknown checkpoint: 404; a kind of model not loaded: 503, naming the flag. Every error is
 ``{"error": "one line"}`` (:mod:`.errors`) and no answer holds a filesystem path.
 
@@ -28,7 +29,9 @@ model's lock (:mod:`.models`): requests are served concurrently, one at a time p
 the event loop stays free. At most 64 requests per model are running or waiting (more: 503
 with ``Retry-After``); a request whose client disconnects while it waits never runs, a
 translation or generation whose client disconnects stops at its next decoding step, and one
-that runs 60 s on the model is stopped with a 503 (:mod:`.jobs`).
+that runs 60 s on the model is stopped with a 503 (:mod:`.jobs`). A client that disconnects
+before its body ends is no error of the server's: nothing is logged (:mod:`.server`: how the
+server stops).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -67,7 +70,7 @@ JSON_TYPE = "application/json"
 
 async def read_body(request: Request) -> bytes:
     """The request body: 415 unless it is declared JSON, 413 as soon as it is longer than
-    ``MAX_BODY_BYTES``."""
+    ``MAX_BODY_BYTES``, 400 (an answer no one reads) when its client leaves before its end."""
     declared_type = request.headers.get("content-type", "")
     if declared_type.partition(";")[0].strip().lower() != JSON_TYPE:
         got = repr(declared_type[:80]) if declared_type else "none"
@@ -76,11 +79,14 @@ async def read_body(request: Request) -> bytes:
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise too_long(f"request body has {int(declared)} bytes; the limit is {MAX_BODY_BYTES}")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise too_long(f"request body has more than {MAX_BODY_BYTES} bytes; that is the limit")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise too_long(f"request body has more than {MAX_BODY_BYTES} bytes; that is the limit")
+            chunks.append(chunk)
+    except ClientDisconnect:  # a client may leave at any time: no error of the server's
+        raise ApiError(400, "the client left before its request body ended") from None
     return b"".join(chunks)
 
 
@@ -103,8 +109,9 @@ async def answer(request: Request, served: Served, job: Job, view: Callable[...,
         raise ApiError(503, str(why)) from None
     except ValueError as err:
         raise invalid(str(err)) from None
-    finally:
+    finally:  # answered, failed, or cancelled (the server stopping): the work is no one's now
         watcher.cancel()
+        job.leave()
 
 
 def stream_generation(served: Served, job: Job, req: GenerateRequest) -> AsyncIterator[str]:

@@ -9,7 +9,8 @@ Both load every model first; a missing checkpoint is a one-line error naming its
 installed (``--no-bert`` leaves it out). ``serve`` prints each model's short id and path (the
 API names models only by their ids), listens on ``--host``/``--port`` (port 0: any free port;
 the address is printed) until Ctrl-C or SIGTERM, which stop it after the requests in flight (at
-most 5 s). It answers to the loopback names, ``--host`` and each ``--allow-host NAME``
+most 5 s; a second Ctrl-C or SIGTERM cuts them at once) with one line naming the first signal
+(:mod:`.server`). It answers to the loopback names, ``--host`` and each ``--allow-host NAME``
 (:mod:`.access`).
 
 Beyond loopback (``--host 0.0.0.0``, a LAN address) the explorer would answer anyone who can
@@ -40,7 +41,6 @@ from attnlab.explorer.requests import (
     MAX_NEW_TOKENS,
 )
 
-GRACEFUL_SHUTDOWN_S = 5
 MIN_TOKEN_CHARS = 16
 RANDOM_TOKEN = ""  # what --token without a value stands for: draw one
 TOKEN_VARIABLE = "ATTNLAB_TOKEN"  # the token, kept off the command line
@@ -169,9 +169,8 @@ def url_of(sock: socket.socket) -> str:
 def serve(args: argparse.Namespace) -> int:
     """``attnlab serve``: load the models, listen, answer until Ctrl-C (exit 130) or SIGTERM."""
     try:
-        import uvicorn
-
         from attnlab.explorer.app import create_app
+        from attnlab.explorer.server import explorer_server
     except ImportError as err:  # a plain install: the server is the optional extra [serve]
         raise ValueError(f"attnlab serve needs {err.name or 'starlette and uvicorn'}: "
                          f"pip install 'attnlab[serve]'") from None
@@ -193,9 +192,7 @@ def serve(args: argparse.Namespace) -> int:
     address = url_of(sock) + (f"?token={quote(token, safe='')}" if token else "")
     print(f"attnlab explorer: {address} (Ctrl-C stops it)", flush=True)
     access = Access.of(args.host, args.allow_host, token)
-    config = uvicorn.Config(create_app(models, access=access), log_level="warning",
-                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-    uvicorn.Server(config).run(sockets=[sock])
+    explorer_server(create_app(models, access=access)).run(sockets=[sock])
     return 0
 
 

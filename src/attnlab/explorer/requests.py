@@ -18,12 +18,17 @@ Each model takes at most :data:`MAX_QUEUE` = 64 requests at a time, running or w
 model (503) — checked at each decoding step (:mod:`.jobs`).
 
 Ranges (outside one: 422): ``beam`` 1..:data:`MAX_BEAM` (10); ``max_new_tokens``
-1..:data:`MAX_NEW_TOKENS` (300); ``temperature`` 0..:data:`MAX_TEMPERATURE` (10; 0 = greedy);
-``top_k`` ≥ 1 or null; ``top_p`` in (0, 1] or null; ``seed`` 0..2⁶³−1 or null.
+1..:data:`MAX_NEW_TOKENS` (300); ``temperature`` 0 (greedy) or
+:data:`MIN_TEMPERATURE`..:data:`MAX_TEMPERATURE` (0.001..10); ``top_k`` ≥ 1 or null; ``top_p``
+in [:data:`MIN_TOP_P`, 1] (0.001..1) or null; ``seed`` 0..2⁶³−1 or null. (Nearer 0 than 0.001,
+either is greedy decoding in effect; below float32's smallest number it would be 0 in the
+model's arithmetic, a division by zero.)
 
 Also 422: a body that is not UTF-8, nested more than :data:`MAX_JSON_DEPTH` = 16 levels deep
 (found by a scan of its brackets before it is parsed, so no parser recursion), not JSON
-(``NaN`` and ``Infinity`` included), not an object; an unknown field; a missing, empty (blank)
+(``NaN`` and ``Infinity`` included), not an object; an integer of more than
+:data:`MAX_INTEGER_DIGITS` = 100 digits anywhere in it (Python refuses to convert one of over
+4,300), a number too large for a float (``1e999``); an unknown field; a missing, empty (blank)
 or non-string text; a text with a lone surrogate (``"\\ud800"``); a number where a string
 belongs and so on — each message names the field and what it got.
 """
@@ -46,12 +51,15 @@ MAX_SOURCE_TOKENS = 128
 MAX_OUTPUT_TOKENS = 160
 MAX_SENTENCE_TOKENS = 64
 MAX_JSON_DEPTH = 16
+MAX_INTEGER_DIGITS = 100
 MAX_QUEUE = 64
 MODEL_SECONDS = 60.0
 RETRY_AFTER_S = 5
 MAX_BEAM = 10
 MAX_NEW_TOKENS = 300
 MAX_TEMPERATURE = 10.0
+MIN_TEMPERATURE = 0.001
+MIN_TOP_P = 0.001
 MAX_SEED = 2**63 - 1
 
 DEFAULT_SOURCE = "Ein Hund läuft über die Wiese."
@@ -63,7 +71,8 @@ LIMITS = {
     "max_body_bytes": MAX_BODY_BYTES, "max_json_depth": MAX_JSON_DEPTH, "max_text_chars": MAX_TEXT_CHARS,
     "max_source_tokens": MAX_SOURCE_TOKENS, "max_output_tokens": MAX_OUTPUT_TOKENS,
     "max_sentence_tokens": MAX_SENTENCE_TOKENS, "max_beam": MAX_BEAM,
-    "max_new_tokens": MAX_NEW_TOKENS, "max_temperature": MAX_TEMPERATURE,
+    "max_new_tokens": MAX_NEW_TOKENS, "min_temperature": MIN_TEMPERATURE, "max_temperature": MAX_TEMPERATURE,
+    "min_top_p": MIN_TOP_P,
     "max_queue": MAX_QUEUE, "model_seconds": MODEL_SECONDS,
 }
 """The caps, as ``GET /api/models`` reports them to the page (a server started with other
@@ -114,6 +123,25 @@ def _refuse_constant(name: str) -> None:
     raise invalid(f"request body is not JSON: {name} is not a JSON number")
 
 
+def _bounded_int(text: str) -> int:
+    """A JSON integer of at most :data:`MAX_INTEGER_DIGITS` digits (``int()`` of a longer one
+    costs time quadratic in its length, and Python refuses one of over 4,300 digits)."""
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INTEGER_DIGITS:
+        raise invalid(f"request body has an integer of {digits} digits; the limit is {MAX_INTEGER_DIGITS}")
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or an exponent, refused when it is too large for a float
+    (``1e999`` would be infinity)."""
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 24 else f"{text[:20]}… ({len(text)} characters)"
+        raise invalid(f"request body has a number too large for a float: {shown}")
+    return value
+
+
 JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.S)  # an unterminated one runs to the end
 NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
 
@@ -137,7 +165,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     if (depth := nesting_depth(text)) > MAX_JSON_DEPTH:
         raise invalid(f"request body nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
     try:
-        body = json.loads(text, parse_constant=_refuse_constant)
+        body = json.loads(text, parse_int=_bounded_int, parse_float=_finite_float,
+                          parse_constant=_refuse_constant)
     except json.JSONDecodeError as err:
         where = f"line {err.lineno} column {err.colno}"
         raise invalid(f"request body is not JSON: {err.msg} at {where}") from None
@@ -166,10 +195,10 @@ def text_field(body: dict[str, Any], name: str) -> str:
 
 def number_field(
     body: dict[str, Any], name: str, default: Any, *, kind: type, low: float, high: float,
-    low_open: bool = False, nullable: bool = False,
+    or_zero: bool = False, nullable: bool = False,
 ) -> Any:
-    """An optional ``int`` (``kind=int``) or number in ``[low, high]`` (``(low, high]`` when
-    ``low_open``); ``null`` only when ``nullable``; absent: ``default``."""
+    """An optional ``int`` (``kind=int``) or number in ``[low, high]`` (or 0 when ``or_zero``);
+    ``null`` only when ``nullable``; absent: ``default``."""
     if name not in body:
         return default
     value = body[name]
@@ -180,10 +209,9 @@ def number_field(
         what = "an integer" if kind is int else "a number"
         also = " or null" if nullable else ""
         raise invalid(f"{name} must be {what}{also}, got {json_kind(value)} {json.dumps(value)}")
-    below = value <= low if low_open else value < low
-    if below or value > high or not math.isfinite(value):
-        bracket = "(" if low_open else "["
-        raise invalid(f"{name} must be in {bracket}{low:g}, {high:g}], got {value}")
+    if not (low <= value <= high or (or_zero and value == 0)):
+        zero = "0 or " if or_zero else ""
+        raise invalid(f"{name} must be {zero}in [{low:g}, {high:g}], got {value}")
     return kind(value)
 
 
@@ -219,10 +247,10 @@ def generate_request(body: dict[str, Any]) -> GenerateRequest:
         prompt=text_field(body, "prompt"),
         max_new_tokens=number_field(body, "max_new_tokens", defaults.max_new_tokens, kind=int, low=1,
                                     high=MAX_NEW_TOKENS),
-        temperature=number_field(body, "temperature", defaults.temperature, kind=float, low=0,
-                                 high=MAX_TEMPERATURE),
+        temperature=number_field(body, "temperature", defaults.temperature, kind=float, low=MIN_TEMPERATURE,
+                                 high=MAX_TEMPERATURE, or_zero=True),
         top_k=number_field(body, "top_k", defaults.top_k, kind=int, low=1, high=MAX_SEED, nullable=True),
-        top_p=number_field(body, "top_p", None, kind=float, low=0, high=1, low_open=True, nullable=True),
+        top_p=number_field(body, "top_p", None, kind=float, low=MIN_TOP_P, high=1, nullable=True),
         seed=number_field(body, "seed", None, kind=int, low=0, high=MAX_SEED, nullable=True),
         checkpoint=optional_string(body, "checkpoint"),
     )
