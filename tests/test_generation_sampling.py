@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnlab.generation import greedy_search, sample, top_k_filter, top_p_filter
+from attnlab.generation.sampling import sample_next
 from generation_toys import BigramStub, tiny_gpt, toy_translator
 
 
@@ -173,6 +174,17 @@ def test_top_p_keeps_logit_values_and_one_is_identity():
     out = top_p_filter(logits, 0.7)
     torch.testing.assert_close(out[out.isfinite()], logits[out.isfinite()], rtol=0, atol=0)
     assert torch.equal(top_p_filter(logits, 1.0), logits)
+
+
+@pytest.mark.parametrize("p", [1e-300, 5e-324, 1e-45])  # 0 in float32, or its smallest subnormal
+def test_a_tiny_top_p_keeps_exactly_the_most_probable_token(p):
+    logits = torch.randn(4, 11, generator=torch.Generator().manual_seed(2))
+    kept = top_p_filter(logits, p).isfinite()
+    assert torch.equal(kept, torch.nn.functional.one_hot(logits.argmax(-1), 11).bool())
+    for temperature in (1e-300, 1.0):  # a tiny temperature is greedy in the limit, never NaN
+        seeded = torch.Generator().manual_seed(0)
+        drawn = sample_next(logits, temperature=temperature, top_p=p, generator=seeded)
+        assert torch.equal(drawn, logits.argmax(-1))
 
 
 def test_top_p_sampling_draws_renormalized_nucleus():

@@ -57,6 +57,7 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
     probs = sorted_logits.softmax(dim=-1)  # (..., V)
     before = probs.cumsum(dim=-1) - probs  # (..., V) mass of the more probable tokens
     drop_sorted = before >= p  # (..., V)
+    drop_sorted[..., 0] = False  # the most probable token, even for a p below float32's range
     drop = torch.empty_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocab order
     return logits.masked_fill(drop, float("-inf"))
 
@@ -86,6 +87,7 @@ def sample_next(
     if temperature == 0:
         return logits.argmax(dim=-1)  # (R,)
     logits = logits.float()
+    temperature = max(temperature, torch.finfo(logits.dtype).tiny)  # below it: 0 in float32, 0 / 0
     logits = (
         logits - logits.amax(dim=-1, keepdim=True)
     ) / temperature  # (R, V), max 0: no inf - inf
