@@ -206,7 +206,7 @@ def test_a_directory_given_as_an_image_is_named_as_one(tmp_path):
         load_image("/dev/zero")  # exists: never "not found", and never read to the end
 
 
-@pytest.mark.parametrize("command", ["lab", "plot-alignment", "caption"])
+@pytest.mark.parametrize("command", ["lab", "plot-alignment", "caption", "export-html"])
 def test_an_output_that_cannot_be_written_is_refused_before_any_work(command, tmp_path, capsys):
     """A file where an output directory must be, or a directory where a picture must be, is
     refused in one line before any model is loaded (the checkpoints here do not even exist)."""
@@ -216,7 +216,9 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(command, tm
             "plot-alignment": ["plot-alignment", str(tmp_path / "no-ckpt"), "--src", "Ein Hund.",
                                "--out", str(tmp_path / "adir")],
             "caption": ["caption", str(tmp_path / "no-ckpt"), str(tmp_path / "no.png"),
-                        "--attention", str(tmp_path / "afile" / "a.png")]}[command]
+                        "--attention", str(tmp_path / "afile" / "a.png")],
+            "export-html": ["export-html", "--gpt", str(tmp_path / "no-ckpt"), "--no-bert",
+                            "--out", str(tmp_path / "adir")]}[command]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"attnlab {command}: error: cannot write ")

@@ -198,8 +198,10 @@ def serve(args: argparse.Namespace) -> int:
 
 def export_html(args: argparse.Namespace) -> int:
     """``attnlab export-html``: the views of the given models into one offline HTML file."""
+    from attnlab.atomic import check_target
     from attnlab.explorer.export import export_views, write_page
 
+    check_target(args.out)  # a page it could not write is refused before any model is loaded
     models = load_models(args)
     data = export_views(models, source=args.src, beam=args.beam, prompt=args.prompt,
                         max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
