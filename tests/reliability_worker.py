@@ -4,7 +4,7 @@
                                                [--kill-at POINT:K] [--sleep S] [--count-points FILE]
 
 The run: the toy LM of ``training_toys`` through attnlab's Trainer, a checkpoint every 2 steps
-(the last 2 kept), an evaluation every 2 steps whose "val_loss" always improves (so ``best/``
+(the last 2 kept), an evaluation every 2 steps whose "val_loss" (minus the step) always improves (so ``best/``
 is replaced at every evaluation) and which rewrites ``RUN_DIR/results.json`` through
 :func:`attnlab.atomic.write_atomic` (:func:`results_record`), metrics at every step.
 ``--kill-at POINT:K`` SIGKILLs the process the K-th time it reaches POINT, one of
@@ -102,7 +102,7 @@ def main() -> None:
     def evaluate(m):
         n = next(evals)
         atomic.write_atomic(Path(args.run_dir) / RESULTS, json.dumps(results_record(n)))
-        return {"val_loss": -float(n)}
+        return {"val_loss": -float(trainer.state.step)}  # the same in a resumed run
 
     def loss_fn(m, batch):
         if args.sleep:

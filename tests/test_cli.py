@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import attnlab
-from attnlab.cli import SUBCOMMANDS, main
+from attnlab.cli import SUBCOMMANDS, build_parser, main, parse_args
 
 
 def test_version_flag_prints_the_package_version(capsys):
@@ -74,6 +74,31 @@ def test_numeric_options_are_range_checked(argv, message, capsys):
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [
+    ["train", "--config", "X", "train.max_steps=30", "--run-dir", "ov", "train.progress=false"],
+    ["train", "train.max_steps=30", "--config", "X", "train.progress=false", "--run-dir", "ov"],
+    ["finetune", "--checkpoint", "ck", "train.max_steps=30", "--out", "ov", "train.progress=false"],
+])
+def test_overrides_may_stand_anywhere_among_the_options(argv):
+    args = parse_args(build_parser(), argv)
+    assert args.overrides == ["train.max_steps=30", "train.progress=false"]  # in their order
+    assert (args.run_dir if argv[0] == "train" else args.out) == "ov"
+
+
+@pytest.mark.parametrize(("argv", "refused"), [
+    (["train", "--config", "X", "a=1", "--run-dir", "ov", "stray"], "unrecognized arguments: stray"),
+    (["train", "--config", "X", "--run-dir", "ov", "--bogus=1"], "unrecognized arguments: --bogus=1"),
+    (["plot", "run", "--out", "o", "a=1"], "unrecognized arguments: a=1"),  # plot takes no overrides
+    (["train", "--config", "X", "a=1", "--run-dir", "ov", "b=d\udce9"], "argument key=value: is not UTF-8"),
+])
+def test_anything_else_left_over_is_refused_in_the_subcommands_usage(argv, refused, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"attnlab {argv[0]}: error: {refused}" in err
+    assert f"usage: attnlab {argv[0]} " in err
+
+
 def _translation_recipe(tmp_path, *lines: str):
     recipe = tmp_path / "r.toml"
     recipe.write_text('task = "translation"\n' + "\n".join(lines) + "\n")
@@ -116,7 +141,7 @@ def test_files_that_are_not_what_they_claim_are_named(tmp_path, capsys):
     from attnlab.data import load_tokenizer
 
     (tmp_path / "tokenizer.json").write_text("not a tokenizer")
-    with pytest.raises(ValueError, match=f"tokenizer file {tmp_path / 'tokenizer.json'} is not a valid"):
+    with pytest.raises(ValueError, match=f"tokenizer file {tmp_path / 'tokenizer.json'} is not valid JSON"):
         load_tokenizer(tmp_path)
 
 

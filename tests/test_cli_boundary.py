@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -182,6 +183,80 @@ def test_a_bad_recipe_json_on_resume_names_the_file(tmp_path, capsys):
     assert err == f"attnlab train: error: {step / 'recipe.json'}: [optim] must be a table, got 3"
 
 
+DEEP = "[" * 5000 + "]" * 5000  # deeper than Python's recursion limit
+LONG = "1" * 4400  # more digits than Python converts to an int (sys.get_int_max_str_digits(): 4300)
+TOO_LONG = "an integer of 4400 digits; Python reads at most 4300"
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err.strip()
+
+
+@pytest.mark.parametrize("command", [["generate", "{ckpt}"], ["evaluate", "{ckpt}"],
+                                     ["serve", "--translator", "{ckpt}"],
+                                     ["export-html", "--translator", "{ckpt}", "--out", "{ckpt}/x.html"]])
+@pytest.mark.parametrize(("value", "problem"), [(DEEP, "nests its arrays or objects too deeply to read"),
+                                                (LONG, f"(d_model): {TOO_LONG}")])
+def test_a_config_json_nested_too_deep_or_with_a_huge_integer_names_the_file(tmp_path, capsys, command, value,
+                                                                             problem):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(f'{{"model_type": "gpt", "d_model": {value}}}')
+    argv = [a.format(ckpt=ckpt) for a in command] + (["--no-bert"] if "--translator" in command else [])
+    assert main(argv) == 2
+    err = one_line(capsys)
+    assert err.startswith(f"attnlab {argv[0]}: error: checkpoint config {ckpt / 'config.json'} ")
+    assert problem in err
+
+
+@pytest.mark.parametrize(("value", "problem"), [(DEEP, "nests its arrays or objects too deeply to read"),
+                                                (LONG, f"(max_steps): {TOO_LONG}")])
+def test_a_recipe_json_nested_too_deep_or_with_a_huge_integer_names_the_file(tmp_path, capsys, value,
+                                                                             problem):
+    step = tmp_path / "run" / "checkpoints" / "step_00000010"
+    step.mkdir(parents=True)
+    for name in ("model.safetensors", "config.json", "trainer.pt"):
+        (step / name).write_bytes(b"")
+    (step / "recipe.json").write_text(f'{{"task": "algorithmic", "train": {{"max_steps": {value}}}}}')
+    assert main(["train", "--resume", str(tmp_path / "run")]) == 2
+    assert one_line(capsys).startswith(f"attnlab train: error: recipe {step / 'recipe.json'} {problem}")
+
+
+def test_a_recipe_or_override_nested_too_deep_or_with_a_huge_integer_is_named(tmp_path, capsys):
+    recipe, run = tmp_path / "r.toml", tmp_path / "run"
+    ntm = ROOT / "configs" / "ntm_copy.toml"
+    cases = [
+        (f'task = "algorithmic"\n[data]\nbatch_size = {LONG}\n', [],
+         f"config file {recipe} line 3 (batch_size): {TOO_LONG}"),
+        (f'task = "algorithmic"\na = {DEEP}\n', [],
+         f"config file {recipe} nests its arrays or tables too deeply to read (hundreds of levels)"),
+        (None, [f"data.batch_size={LONG}"], f"override data.batch_size: {TOO_LONG}"),
+        (None, [f"data.block_size={DEEP}"],
+         "override data.block_size nests its arrays or tables too deeply to read (hundreds of levels)"),
+    ]
+    for text, overrides, message in cases:
+        if text is not None:
+            recipe.write_text(text)
+        config = recipe if text is not None else ntm
+        assert main(["train", "--config", str(config), "--run-dir", str(run), *overrides]) == 2
+        assert one_line(capsys) == f"attnlab train: error: {message}"
+        assert not run.exists()
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    (f'{{"event": "train", "step": {LONG}}}', f":2 (step): {TOO_LONG}"),
+    (f'{{"event": "train", "step": 2, "loss": {DEEP}}}', ":2 nests its arrays or objects too deeply to read"),
+    ('["event", "train"]', ":2 must hold a JSON object, got list"),
+])
+def test_a_metrics_line_nested_too_deep_or_with_a_huge_integer_names_the_file_and_line(tmp_path, capsys, line,
+                                                                                       problem):
+    (tmp_path / "metrics.jsonl").write_text('{"event": "train", "step": 1, "loss": 2.0}\n' + line + "\n")
+    assert main(["plot", str(tmp_path)]) == 2
+    assert one_line(capsys).startswith(f"attnlab plot: error: {tmp_path / 'metrics.jsonl'}{problem}")
+
+
 def test_a_corpus_that_is_not_utf8_names_the_file_and_the_line(tmp_path, capsys):
     corpus = tmp_path / "data" / "tinyshakespeare" / "input.txt"
     corpus.parent.mkdir(parents=True)
@@ -278,3 +353,17 @@ def test_printed_counts_and_articles_agree(toys, tmp_path, capsys):
     assert main(["lab", "alignment", "--checkpoint", str(toys["gpt"]), "--out", str(tmp_path / "lab")]) == 2
     err = capsys.readouterr().err
     assert "lab alignment reads an attention_seq2seq or transformer checkpoint, but" in err
+
+
+def test_a_count_of_one_is_singular():
+    """Printed counts go through attnlab.validation.counted: "1 step", "2 steps", never "(s)"."""
+    from attnlab.tasks.recipe import fit_warmup
+
+    recipe = {"optim": {"schedule": "warmup_cosine", "warmup": 100}, "train": {"max_steps": 10}}
+    assert "warming up over 1 step instead" in fit_warmup(recipe, ["train.max_steps=10"])
+    count_then_s = re.compile(r"\{[^{}]*\} \w+\(s\)")  # f"{n} checkpoint(s)"
+    found = [f"{path.relative_to(SRC)}:{number}: {line.strip()}"
+             for path in sorted((SRC / "attnlab").rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+             if count_then_s.search(line)]
+    assert found == []

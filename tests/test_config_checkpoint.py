@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from attnlab.checkpoint import atomic_directory, load_state, save_pretrained
+from attnlab.checkpoint import atomic_directory, load_state, load_state_file, save_pretrained, save_state
 from attnlab.config import (
     Config,
     from_dict,
@@ -178,6 +178,21 @@ def test_missing_or_corrupt_checkpoints_name_the_problem(tmp_path):
     (tmp_path / "c" / "config.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"config.json is not valid JSON"):
         load_state(tmp_path / "c")
+
+
+def test_weights_whose_aliases_metadata_is_no_object_are_named(tmp_path):
+    save_state({"w": torch.zeros(2)}, tmp_path / "w.safetensors", metadata={"aliases": "[1]"})
+    refused = r"'aliases' metadata of checkpoint weights .*w.safetensors must hold a JSON object, got list"
+    with pytest.raises(ValueError, match=refused):
+        load_state_file(tmp_path / "w.safetensors")
+
+
+def test_bert_files_nested_too_deep_are_named(tmp_path):
+    from attnlab.interop.bert import load_bert
+
+    (tmp_path / "config.json").write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(ValueError, match="BERT file .*config.json nests its arrays or objects too deeply"):
+        load_bert(tmp_path)
 
 
 def test_wrong_model_type_or_shapes_are_refused(tmp_path):

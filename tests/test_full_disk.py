@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,10 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from attnlab.checkpoint import list_checkpoints
 from attnlab.cli import main
 from attnlab.data.tokenizers import WordTokenizer
 from attnlab.models import ShowAttendTell, ShowAttendTellConfig
 from explorer_toys import translator_checkpoint
+from test_run_dir import NTM, TINY
 from trained_toys import caption_recipe
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -121,6 +124,17 @@ def test_plot_on_a_full_disk_keeps_the_old_curves(tmp_path):
     done = attnlab_on_a_full_disk("plot", str(tmp_path))
     assert_only(tmp_path / "plots", {"loss.png": OLD})  # and no lr.png: it stopped at the first
     assert_refused_naming(done, "plot", tmp_path / "plots" / "loss.png")
+
+
+def test_training_on_a_full_disk_leaves_no_partial_checkpoint(tmp_path):
+    """The first checkpoint (best/, at the first evaluation) cannot be written: safetensors'
+    own I/O error becomes one line naming the file, and nothing half-written is visible."""
+    run = tmp_path / "fd"
+    done = attnlab_on_a_full_disk("train", "--config", str(NTM), "--run-dir", str(run), *TINY)
+    assert done.returncode == 2, done.stderr
+    assert re.fullmatch(rf"attnlab train: error: File too large: {re.escape(str(run))}/\S+\n", done.stderr)
+    assert list_checkpoints(run) == [] and not (run / "best").exists()
+    assert sorted(p.name for p in run.iterdir()) == [".lock", "metrics.jsonl"]
 
 
 def test_plot_writes_into_out(tmp_path, capsys):

@@ -16,6 +16,7 @@ from attnlab.training import (
     resolve_resume,
     warmup_cosine,
 )
+from attnlab.training.metrics import read_metrics
 from attnlab.training.state import (
     TrainerState,
     check_weights_only_safe,
@@ -24,6 +25,7 @@ from attnlab.training.state import (
 )
 from training_toys import (  # noqa: F401 (one_thread is an autouse fixture)
     EpochShuffled,
+    lm_loss,
     make_batches,
     make_model,
     noisy_lm_loss,
@@ -46,7 +48,8 @@ class SetEpochData:
         return iter(self.order(self.epoch))
 
 
-def _run(run_dir, max_steps, *, resume=False, loss_fn=noisy_lm_loss, data="callable", seed=0):
+def _run(run_dir, max_steps, *, resume=False, loss_fn=noisy_lm_loss, data="callable", seed=0,
+         eval_fn=None, patience=None):
     # A different init seed on resume: the weights must come from the checkpoint.
     model = make_model(seed=99 if resume else 0, dropout=0.2)
     opt = torch.optim.AdamW(model.parameters(), lr=1.0, weight_decay=0.1)
@@ -62,9 +65,11 @@ def _run(run_dir, max_steps, *, resume=False, loss_fn=noisy_lm_loss, data="calla
         seed=seed,
         run_dir=str(run_dir),
         progress=False,
+        eval_every=3 if eval_fn else 0,
+        patience=patience,
     )
-    trainer = Trainer(model, opt, loss_fn, train_data, config, scheduler=sched)
-    result = trainer.fit(resume_from=run_dir if resume else None)
+    trainer = Trainer(model, opt, loss_fn, train_data, config, scheduler=sched, eval_fn=eval_fn)
+    result = trainer.fit(resume_from=run_dir if resume is True else resume or None)  # or a checkpoint
     return result, model
 
 
@@ -113,6 +118,61 @@ def test_ctrl_c_saves_the_last_completed_step_and_resumes_exactly(tmp_path):
     assert stopped.last_checkpoint == tmp_path / "split" / "checkpoints" / "step_00000003"
     rest, _ = _run(tmp_path / "split", 2 * N, resume=True)
     assert [h["loss"] for h in rest.history] == [h["loss"] for h in full.history[3:]]
+
+
+def evaluation(interrupt_at: int | None = None):
+    """An eval_fn that draws a random number (as sampling does) and, at its ``interrupt_at``-th
+    call, is interrupted by Ctrl-C after the draw."""
+    calls = {"n": 0}
+    val = make_batches(1, seed=11)[0]
+
+    def evaluate(model):
+        calls["n"] += 1
+        draw = torch.rand(()).item()
+        if calls["n"] == interrupt_at:
+            raise KeyboardInterrupt
+        loss, tokens = lm_loss(model, val)
+        return {"val_loss": float(loss) / float(tokens), "draw": draw}
+
+    return evaluate
+
+
+def events(run_dir: Path) -> list[dict]:
+    """metrics.jsonl without its timing fields."""
+    return [{k: v for k, v in e.items() if k not in ("tokens_per_s", "elapsed_s")}
+            for e in read_metrics(run_dir)]
+
+
+@pytest.mark.parametrize("stop", ["checkpoint", "finished", "interrupted_eval"])
+def test_a_resumed_run_logs_exactly_the_events_of_the_uninterrupted_one(tmp_path, stop):
+    """Resumed from a step checkpoint, from the end of a finished run (twice), or from the
+    checkpoint Ctrl-C saved inside an evaluation (repeated on resume, with the random state of
+    before it): metrics.jsonl holds the events of the uninterrupted run, each once, and the
+    weights are the same. 8 steps, evaluations at 3 and 6 and a last one at 8."""
+    full, full_model = _run(tmp_path / "full", 2 * N, eval_fn=evaluation())
+    run = tmp_path / stop
+    first = _run(run, 2 * N, eval_fn=evaluation(2 if stop == "interrupted_eval" else None))[0]
+    assert first.stopped == ("interrupted" if stop == "interrupted_eval" else "max_steps")
+    resume = run / "checkpoints" / f"step_{N:08d}" if stop == "checkpoint" else True
+    for _ in range(2 if stop == "finished" else 1):
+        rest, rest_model = _run(run, 2 * N, resume=resume, eval_fn=evaluation())
+    assert events(run) == events(tmp_path / "full")
+    assert [e["step"] for e in events(run) if e["event"] == "eval"] == [3, 6, 8]
+    assert rest.last_eval == full.last_eval and rest.best_metric == full.best_metric
+    for a, b in zip(full_model.parameters(), rest_model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_run_stopped_early_stays_stopped_when_resumed(tmp_path):
+    def worse_each_time():
+        losses = iter(range(1, 100))
+        return lambda model: {"val_loss": float(next(losses))}
+
+    first, _ = _run(tmp_path, 2 * N, eval_fn=worse_each_time(), patience=1)
+    assert (first.stopped, first.step) == ("early_stopping", 6)
+    logged = events(tmp_path)
+    again, _ = _run(tmp_path, 2 * N, resume=True, eval_fn=worse_each_time(), patience=1)
+    assert (again.stopped, again.step) == ("early_stopping", 6) and events(tmp_path) == logged
 
 
 def test_trainer_pt_is_weights_only_loadable(tmp_path):

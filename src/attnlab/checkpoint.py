@@ -39,6 +39,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from attnlab.atomic import atomic_directory, clean_leftovers
+from attnlab.parsing import parse_json, read_json
 from attnlab.validation import shape_str
 
 __all__ = [
@@ -57,7 +58,6 @@ __all__ = [
     "load_model_weights",
     "load_state",
     "load_state_file",
-    "read_json_object",
     "prune_checkpoints",
     "resolve_resume",
     "run_dir_of",
@@ -71,6 +71,7 @@ __all__ = [
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
 ExtraFiles = Mapping[str, "str | Path | bytes"]  # file name -> contents, or a file to copy
+_IO_ERROR = re.compile(r"I/O error: (?P<strerror>.+?) \(os error (?P<errno>\d+)\)")  # safetensors' words
 
 
 def _dedupe_shared(state: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, str]]:
@@ -101,12 +102,19 @@ def _dedupe_shared(state: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], dict
 def save_state(
     state: Mapping[str, Tensor], file: str | Path, metadata: Mapping[str, str] | None = None
 ) -> None:
-    """Write a state dict to a safetensors ``file``, storing tied tensors once."""
+    """Write a state dict to a safetensors ``file``, storing tied tensors once. A failed write
+    (a full disk) raises ``OSError`` naming ``file``, like Python's own writes."""
     tensors, aliases = _dedupe_shared(state)
     meta = {"format": "pt", **(metadata or {})}
     if aliases:
         meta["aliases"] = json.dumps(aliases)
-    save_file({k: v.cpu() for k, v in tensors.items()}, str(file), metadata=meta)
+    try:
+        save_file({k: v.cpu() for k, v in tensors.items()}, str(file), metadata=meta)
+    except SafetensorError as err:  # "Error while serializing: I/O error: File too large (os error 27)"
+        failed = _IO_ERROR.search(str(err))
+        if failed is None:
+            raise OSError(f"cannot write checkpoint weights {file}: {err}") from err
+        raise OSError(int(failed["errno"]), failed["strerror"], str(file)) from err
 
 
 def save_pretrained(
@@ -168,19 +176,7 @@ def load_config(directory: str | Path) -> dict[str, Any]:
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
-    return read_json_object(_require(directory, CONFIG_NAME), "checkpoint config")
-
-
-def read_json_object(file: str | Path, what: str = "file") -> dict[str, Any]:
-    """A JSON object from ``file`` (``config.json``, ``recipe.json``); ``ValueError`` naming
-    the file when it is not valid UTF-8 JSON or not an object."""
-    try:
-        data = json.loads(Path(file).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{what} {file} is not valid JSON: {err}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{what} {file} must hold a JSON object, got {type(data).__name__}")
-    return data
+    return read_json(_require(directory, CONFIG_NAME), "checkpoint config")
 
 
 def load_state_file(file: str | Path, device: str | torch.device = "cpu") -> dict[str, Tensor]:
@@ -194,8 +190,10 @@ def load_state_file(file: str | Path, device: str | torch.device = "cpu") -> dic
         raise ValueError(
             f"checkpoint weights {file} are corrupt or not safetensors: {err}"
         ) from err
-    for alias, name in json.loads(metadata.get("aliases", "{}")).items():
-        if name not in state:
+    where = f"the 'aliases' metadata of checkpoint weights {file}"
+    aliases = parse_json(metadata.get("aliases", "{}"), where)
+    for alias, name in aliases.items():
+        if not isinstance(name, str) or name not in state:
             raise ValueError(
                 f"checkpoint weights {file}: alias {alias!r} points to missing tensor {name!r}"
             )

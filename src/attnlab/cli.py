@@ -223,10 +223,30 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (help_text, target, add_args) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.register("type", None, utf8_text)  # every argument without a type of its own
-        p.set_defaults(_target=target)
+        p.set_defaults(_target=target, _parser=p)
         add_args(p)
         _common_args(p)
     return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, except that the ``key=value`` overrides of ``train`` and
+    ``finetune`` may stand anywhere among the options (argparse takes a positional list only
+    where it starts, and ``parse_intermixed_args`` refuses subcommands): a leftover token
+    with ``=`` that is no option joins them, in order; anything else left over is refused in
+    the subcommand's usage."""
+    args, extra = parser.parse_known_args(argv)
+    usage = getattr(args, "_parser", parser)
+    takes_overrides = isinstance(getattr(args, "overrides", None), list)
+    unknown = [a for a in extra if not takes_overrides or a.startswith("-") or "=" not in a]
+    if unknown:
+        usage.error(f"unrecognized arguments: {' '.join(unknown)}")
+    for override in extra:
+        try:
+            args.overrides.append(utf8_text(override))
+        except argparse.ArgumentTypeError as err:
+            usage.error(f"argument key=value: {err}")
+    return args
 
 
 def describe_error(err: BaseException) -> str:
@@ -259,7 +279,7 @@ def _discard_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     if args.command is None:
         parser.print_help()
         return 0

@@ -1,6 +1,6 @@
 """Configs: dataclasses filled from TOML recipes and ``key=value`` overrides, never from code.
 
-A recipe is a TOML file (read with :mod:`tomllib`); each table maps 1:1 onto a dataclass.
+A recipe is a TOML file (read with :func:`attnlab.parsing.read_toml`); each table maps 1:1 onto a dataclass.
 :func:`from_dict` rejects an unknown key by name and suggests the closest field, so a typo
 such as ``d_modle`` fails loudly instead of being ignored. Overrides are dotted keys whose
 values are TOML literals: ``model.d_model=256``, ``train.lr=3e-4``,
@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import tomllib
+from attnlab.parsing import read_toml, toml_literal
 
 T = TypeVar("T")
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # TOML's integers, and torch's: every int setting is one
@@ -147,11 +147,7 @@ def parse_override(override: str) -> tuple[list[str], Any]:
     path = key.split(".")
     if any(not part for part in path):
         raise ValueError(f"override key must be dotted names like model.d_model, got {key!r}")
-    try:
-        value = tomllib.loads(f"value = {raw}")["value"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    return path, value
+    return path, toml_literal(raw, f"override {key}")
 
 
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str] | None) -> dict[str, Any]:
@@ -174,15 +170,7 @@ def load_toml(path: str | Path, overrides: Sequence[str] | None = None) -> dict[
 
     Map the tables onto dataclasses with :func:`from_dict` (or ``Config.from_dict``).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file {path} does not exist")
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"config file {path} is not valid TOML: {err}") from None
-    return apply_overrides(data, overrides)
+    return apply_overrides(read_toml(path), overrides)
 
 
 class Config:

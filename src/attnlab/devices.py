@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from attnlab.validation import counted
+
 B = TypeVar("B")
 
 
@@ -34,7 +36,7 @@ def resolve_device(name: str | torch.device) -> torch.device:
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise ValueError(
                 f"device {name!r} is not available: this machine has "
-                f"{torch.cuda.device_count()} CUDA device(s)"
+                f"{counted(torch.cuda.device_count(), 'CUDA device')}"
             )
     elif device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {name!r} is not available: torch.backends.mps.is_available() is False")

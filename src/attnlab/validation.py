@@ -55,9 +55,10 @@ def indefinite(noun: str) -> str:
     return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
 
 
-def counted(n: int, noun: str) -> str:
-    """``n`` and ``noun``, plural unless one: ``1 thread``, ``2 threads``."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun``, plural unless one: ``1 thread``, ``2 threads`` (``plural`` where
+    adding an s is wrong: ``counted(n, "batch", "batches")``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {plural or noun + 's'}"
 
 
 def check_tensor(name: str, x: object) -> Tensor:

@@ -34,6 +34,8 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from attnlab.validation import counted
+
 KJV_PACKAGE = "sword-text-kjv"
 INSTALL_COMMAND = "make data-kjv"  # installs Debian's sword-text-kjv (as root)
 SWORD_ENV = "SWORD_PATH"
@@ -96,7 +98,7 @@ def find_kjv_module(sword_dir: str | os.PathLike[str] | None = None) -> Path:
             if not (module / "nt.bzz").is_file():
                 raise _missing(root, f"{path} names {module}, which has no nt.bzz")
             return module
-    raise _missing(root, f"no zText module with Abbreviation=KJV among {len(confs)} module(s)")
+    raise _missing(root, f"no zText module with Abbreviation=KJV among {counted(len(confs), 'module')}")
 
 
 _resolve_sword_dir = sword_dir  # functions below take a ``sword_dir`` argument that shadows it

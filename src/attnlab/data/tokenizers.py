@@ -30,6 +30,8 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from attnlab.atomic import write_atomic
 from attnlab.memory import Need, check_fits, sized
+from attnlab.parsing import read_json
+from attnlab.validation import counted
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
 TOKENIZER_FILE = "tokenizer.json"
@@ -200,8 +202,8 @@ class CharTokenizer(_Specials):
             unknown = sorted(set(text) - self.stoi.keys())
             shown = ", ".join(repr(c) for c in unknown[:20])
             raise ValueError(
-                f"text has {len(unknown)} characters not in the vocabulary of "
-                f"{len(self.chars)} characters: {shown}"
+                f"text has {counted(len(unknown), 'character')} not in the vocabulary of "
+                f"{counted(len(self.chars), 'character')}: {shown}"
             ) from None
         return self._wrap(ids, add_bos, add_eos)
 
@@ -218,7 +220,7 @@ class CharTokenizer(_Specials):
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> CharTokenizer:
-        state = json.loads((Path(directory) / name).read_text(encoding="utf-8"))
+        state = read_json(Path(directory) / name, "tokenizer file")
         if state.get("type") != CHAR_FORMAT:
             raise ValueError(f"{Path(directory) / name} is not a {CHAR_FORMAT} file")
         return cls(state["chars"])
@@ -227,10 +229,8 @@ class CharTokenizer(_Specials):
 AnyTokenizer = Tokenizer | CharTokenizer
 
 
-def _tokenizer_class(state: object) -> type[AnyTokenizer]:
+def _tokenizer_class(state: dict) -> type[AnyTokenizer]:
     """Which class wrote a saved tokenizer file (parsed JSON ``state``)."""
-    if not isinstance(state, dict):
-        return Tokenizer
     if state.get("type") == CHAR_FORMAT:
         return CharTokenizer
     model = state.get("model")
@@ -243,10 +243,10 @@ def load_tokenizer(directory: str | os.PathLike[str], name: str = TOKENIZER_FILE
     path = Path(directory) / name
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer file {path} not found")
+    state = read_json(path, "tokenizer file")
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
         return _tokenizer_class(state).load(directory, name)
-    except Exception as err:  # JSON, UTF-8 or Hugging Face's own (untyped) parse errors
+    except Exception as err:  # Hugging Face's own (untyped) parse errors
         raise ValueError(f"tokenizer file {path} is not a valid tokenizer: {err}") from None
 
 

@@ -22,7 +22,6 @@ matrices are stacked into attnlab's packed ``in_proj`` (rows ``[W_q; W_k; W_v]``
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from torch import Tensor
 
 from attnlab.checkpoint import load_into
 from attnlab.models.encoder import Encoder, EncoderConfig
+from attnlab.parsing import read_json
 
 EMBEDDING_MAP = {
     "embeddings.word_embeddings.weight": "token_embedding.weight",
@@ -84,7 +84,7 @@ def load_bert(path: str | Path) -> Encoder:
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"BERT directory {path} does not exist")
-    hf = _read_json(_require(path, "config.json"))
+    hf = read_json(_require(path, "config.json"), "BERT file")
     state = _read_weights(path)
     has_pooler = any(_strip(k).startswith("pooler.") for k in state)
     config = bert_config(hf, pooler=has_pooler, **sentence_settings(path, hf))
@@ -136,7 +136,7 @@ def sentence_settings(path: Path, hf: dict[str, Any]) -> dict[str, Any]:
     from the sentence-transformers files in ``path`` (defaults when there are none)."""
     settings: dict[str, Any] = {"pooling": "mean", "normalize": False}
     modules_file = path / "modules.json"
-    for module in _read_json(modules_file) if modules_file.is_file() else []:
+    for module in read_json(modules_file, "BERT file", top=list) if modules_file.is_file() else []:
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         if kind == "Pooling":
             settings["pooling"] = _pooling_mode(path / module.get("path", "") / "config.json")
@@ -148,7 +148,7 @@ def sentence_settings(path: Path, hf: dict[str, Any]) -> dict[str, Any]:
                 "is not supported (only Transformer, Pooling and Normalize)"
             )
     st_file = path / "sentence_bert_config.json"
-    st = _read_json(st_file) if st_file.is_file() else {}
+    st = read_json(st_file, "BERT file") if st_file.is_file() else {}
     max_len = hf.get("max_position_embeddings", 512)
     limit = st.get("max_seq_length") or _tokenizer_max_length(path)
     settings["max_seq_length"] = min(limit, max_len) if limit else None
@@ -157,7 +157,7 @@ def sentence_settings(path: Path, hf: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pooling_mode(file: Path) -> str:
-    config = _read_json(_require(file.parent, file.name))
+    config = read_json(_require(file.parent, file.name), "BERT file")
     if "pooling_mode" in config:  # newer sentence-transformers format
         modes = config["pooling_mode"]
         modes = [modes] if isinstance(modes, str) else list(modes)
@@ -171,7 +171,7 @@ def _pooling_mode(file: Path) -> str:
 
 def _tokenizer_max_length(path: Path) -> int | None:
     file = path / "tokenizer_config.json"
-    value = _read_json(file).get("model_max_length") if file.is_file() else None
+    value = read_json(file, "BERT file").get("model_max_length") if file.is_file() else None
     return value if isinstance(value, int) and value < 1_000_000 else None
 
 
@@ -211,13 +211,6 @@ def _require(path: Path, name: str) -> Path:
     if not file.is_file():
         raise FileNotFoundError(f"BERT directory {path} has no {name}")
     return file
-
-
-def _read_json(file: Path) -> Any:
-    try:
-        return json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{file} is not valid JSON: {err}") from err
 
 
 def _read_weights(path: Path) -> dict[str, Tensor]:

@@ -29,6 +29,7 @@ from torch import Tensor
 from attnlab.labs.checkpoints import DefaultRun, corpora_needed, find_checkpoints
 from attnlab.labs.pattern_scores import diagonal_mass
 from attnlab.labs.report import LabOptions, LabReport
+from attnlab.validation import counted
 
 TITLE = "Alignment: where each output word looks in the source sentence"
 SOURCE = 'Ba (CSC413 Lecture 8), "Attention-Based Machine Translation"'
@@ -125,8 +126,9 @@ def _one_checkpoint(
         report.number("uniform_band_mass", uniform)
     beam = "greedy" if decoding.beam_size == 1 else f"beam {decoding.beam_size}"
     report.text(
-        f"## {kind} ({checkpoint})\n\n{len(sentences)} sentences of {where}, decoded {beam}. Diagonal "
-        f"mass (attention within ±{BAND} source position of the monotone diagonal) of the last layer: "
+        f"## {kind} ({checkpoint})\n\n{counted(len(sentences), 'sentence')} of {where}, decoded {beam}. "
+        f"Diagonal mass (attention within ±{BAND} source position of the monotone diagonal) of the last "
+        "layer: "
         f"**{mass:.3f}**, against **{uniform:.3f}** for uniform attention."
     )
     report.table(["decoder layer", "diagonal mass (mean of heads)", "uniform attention", "each head"], rows)

@@ -52,6 +52,7 @@ from attnlab.labs.complexity_translator import (
 )
 from attnlab.labs.report import LabOptions, LabReport
 from attnlab.measure import machine
+from attnlab.validation import counted
 
 TITLE = "Cost of attention, recurrence and convolution: the decks' tables beside this CPU"
 SOURCE = ('Hasegawa-Johnson (ECE 417 Lecture 21), "Why Self-Attention?"; Ba (CSC413 Lecture 8), '
@@ -137,7 +138,7 @@ def _machine(report: LabReport, quick: bool) -> None:
     report.number("machine.cpu", cpu)
     report.number("machine.threads", torch.get_num_threads())
     header = machine.header() if not quick else (
-        f"{cpu}, torch {torch.__version__}, {torch.get_num_threads()} thread(s) "
+        f"{cpu}, torch {torch.__version__}, {counted(torch.get_num_threads(), 'thread')} "
         "(--quick: no matmul ceilings measured)"
     )
     report.text("Measured on\n\n```\n" + header + "\n```\n\nLoad average at the start: " + _load() + ".")
@@ -175,7 +176,7 @@ def _layer_tables(report: LabReport, results: list[LayerMeasurements], s: Settin
         f"**{agree}**. Attention's own products (QKᵀ and softmax(S)·V, the projections left out) grow "
         f"with exponent **{matrix:.3f}**; the whole layer stays below 2 while its O(nd²) projections "
         "still weigh. Path length: layers stacked until output n − 1 depends on input 0; a convolution "
-        f"dilated by k^i, or contiguous, which takes {contiguous} layers "
+        f"dilated by k^i, or contiguous, which takes {counted(contiguous, 'layer')} "
         f"(⌈(n−1)/(k−1)⌉ = {convolution_path_length(n_max, s.kernel_size, dilated=False)}); a GRU's is "
         "its chain of n steps. Dependent products: the longest chain of matrix products in the autograd "
         "graph each needing the one before, Ba's *sequential operations*."
@@ -276,10 +277,10 @@ def decoding_section(report: LabReport, settings: Settings, out_dir: Path, optio
                               seed=options.seed)
     report.text(
         '## Decoding with and without the KV cache (Ba (CSC413 Lecture 8), "Computational Cost and '
-        f'Parallelism": decoding is very expensive)\n\nattnlab\'s GPT (d = {d}, {heads} heads, {layers} '
-        f"layer(s), vocabulary {vocab}, random weights of std 0.5) generates N tokens greedily after a "
-        f"{PROMPT_LEN}-token prompt: one new token a step against its cached keys and values, or the "
-        "whole prefix computed again at each step."
+        f'Parallelism": decoding is very expensive)\n\nattnlab\'s GPT (d = {d}, {heads} heads, '
+        f"{counted(layers, 'layer')}, vocabulary {vocab}, random weights of std 0.5) generates N tokens "
+        f"greedily after a {PROMPT_LEN}-token prompt: one new token a step against its cached keys and "
+        "values, or the whole prefix computed again at each step."
     )
     report.table(["N new tokens", "FLOPs cached", "FLOPs recomputed", "ratio", "ms cached", "ms recomputed",
                   "same tokens"], [_decoding_row(result, i) for i in range(len(lengths))])

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnlab.analysis import training_flops
-from attnlab.checkpoint import TRAINER_NAME, latest_checkpoint, read_json_object, run_dir_of
+from attnlab.checkpoint import TRAINER_NAME, latest_checkpoint, run_dir_of
 from attnlab.labs.checkpoints import RUN_CHECKPOINTS, DefaultRun, find_checkpoints
 from attnlab.labs.registry import LabUnavailable
 from attnlab.labs.report import LabOptions
 from attnlab.models import TransformerConfig
+from attnlab.parsing import read_json
 
 DEFAULT_RUNS = tuple(
     DefaultRun(f"runs/{name}", f"attnlab train --config configs/{name}.toml --run-dir runs/{name}")
@@ -95,13 +96,13 @@ def translator_cost(
     from attnlab.training.state import load_trainer_state
 
     run_dir = run_of(checkpoint)
-    results = read_json_object(run_dir / "results.json", "results")
+    results = read_json(run_dir / "results.json", "results")
     trainer = checkpoint if (checkpoint / TRAINER_NAME).is_file() else latest_checkpoint(run_dir)
     if trainer is None:
         raise FileNotFoundError(f"no {TRAINER_NAME} in {checkpoint} or {run_dir}/checkpoints (tokens seen)")
     state = load_trainer_state(trainer / TRAINER_NAME)["state"]
     model = load_pretrained(checkpoint)
-    data = read_json_object(checkpoint / "recipe.json", "recipe")["data"]
+    data = read_json(checkpoint / "recipe.json", "recipe")["data"]
     lengths = training_lengths(data, *load_tokenizers(checkpoint), data_dir, pairs_limit)
     return TranslatorCost(
         run_dir=run_dir, pair=f"{results['src_lang']}-{results['tgt_lang']}", split=results["split"],

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from attnlab.labs.checkpoints import DefaultRun, corpora_needed, find_checkpoints, model_type_of
 from attnlab.labs.pattern_scores import MARK_AT, HeadScores, head_scores
 from attnlab.labs.report import LabOptions, LabReport
+from attnlab.validation import counted
 
 TITLE = "Heads: what every layer × head attends to"
 SOURCE = ('Li (Transformer Part I), "Multi-head Attention"; '
@@ -212,8 +213,8 @@ def _one_model(checkpoint: Path, out_dir: Path, options: LabOptions, report: Lab
     report.number(f"{model}.inputs", [inputs for _, inputs in samples])
     shown, first = samples[0]
     described = "  \n".join(f"{name}: {text}" for name, text in first.items())
-    report.text(f"## {model} ({checkpoint})\n\nScores averaged over {len(samples)} input(s); the pictures "
-                f"show the first:  \n{described}")
+    report.text(f"## {model} ({checkpoint})\n\nScores averaged over {counted(len(samples), 'input')}; "
+                f"the pictures show the first:  \n{described}")
     rows, heads = [], []  # table rows; (label, scores) of every head
     for index, kind in enumerate(shown):
         scores = mean_scores([kinds[index].scores() for kinds, _ in samples])

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from attnlab import validation
 from attnlab.labs.checkpoints import DefaultRun, find_checkpoints
 from attnlab.labs.report import LabOptions, LabReport
 
@@ -198,7 +199,8 @@ def _report_numbers(report: LabReport, checkpoint: Path, recipe, traces: list[Le
         f"{d.max_length}), {locations} memory locations. At the longest training length ({first[0]}) its "
         f"write weighting puts **{first[3]:.3f}** of its weight on one location and its read weighting "
         f"**{first[4]:.3f}** (uniform: {1 / locations:.4f}); **{first[5]:.1%}** of the answer steps read the "
-        f"location written {lag} step(s) after the matching input step (lag {lag} fits best)."
+        f"location written {validation.counted(lag, 'step')} after the matching input step (lag {lag} fits "
+        "best)."
     )
     headers = ["length", "sequences", "bit errors / sequence", "write sharpness", "read sharpness",
                f"read follows write (lag {lag})"]

@@ -98,6 +98,14 @@ def run_all(out_dir: str | Path, options: LabOptions | None = None) -> dict[str,
     return results
 
 
+def _pictures(report: LabReport) -> str:
+    """``1 picture``, ``3 pictures`` (:func:`attnlab.validation.counted`, which imports torch:
+    imported once a lab has run, so that ``attnlab --help`` stays fast)."""
+    from attnlab.validation import counted
+
+    return counted(len(report.figures), "picture")
+
+
 def _run_timed(name: str, out_dir: Path, options: LabOptions | None) -> LabReport | str:
     start = time.perf_counter()
     try:
@@ -105,7 +113,7 @@ def _run_timed(name: str, out_dir: Path, options: LabOptions | None) -> LabRepor
     except LabUnavailable as why:
         print(f"lab {name}: not run: {why}", flush=True)
         return str(why)
-    print(f"lab {name}: {len(report.figures)} picture(s), report {out_dir / 'report.md'} "
+    print(f"lab {name}: {_pictures(report)}, report {out_dir / 'report.md'} "
           f"({time.perf_counter() - start:.1f} s)", flush=True)
     return report
 
@@ -155,5 +163,5 @@ def cli(args: argparse.Namespace) -> int:
         return 0
     out = Path(args.out or Path(DEFAULT_OUT) / _lab(args.name).name)
     report = run_lab(args.name, out, options)
-    print(f"\n{len(report.figures)} picture(s) and {out / 'report.md'}")
+    print(f"\n{_pictures(report)} and {out / 'report.md'}")
     return 0

@@ -29,7 +29,7 @@ from attnlab.memory import check_repeats, leading_sizes
 from attnlab.modules.block_config import BlockConfig
 from attnlab.modules.blocks import DecoderLayer, EncoderLayer, TransformerLayer, as_attention_mask
 from attnlab.modules.norms import make_norm
-from attnlab.validation import check_positive, check_rank, indefinite
+from attnlab.validation import check_positive, check_rank, counted, indefinite
 
 
 class LayerStack(nn.Module):
@@ -179,7 +179,7 @@ def _cached_positions(cache: Sequence | None, num_layers: int, self_cache: Calla
     if cache is None:
         return 0
     if len(cache) != num_layers:
-        raise ValueError(f"cache has {len(cache)} entries but the stack has {num_layers} layers")
+        raise ValueError(f"cache has {len(cache)} entries but the stack has {counted(num_layers, 'layer')}")
     return len(self_cache(cache[0]))
 
 

@@ -38,6 +38,7 @@ from attnlab.tasks.algorithmic_recipe import AlgorithmicData, AlgorithmicRecipe
 from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
+from attnlab.validation import counted
 
 VAL_BATCH = 10  # sequences per validation / test batch (one length each)
 
@@ -147,7 +148,7 @@ class AlgorithmicTask(Task):
         d = self.recipe.data
         return (
             f"{model.model_type}: {model.num_parameters():,} parameters; task {d.task}, lengths "
-            f"{d.min_length}-{d.max_length}, {d.batch_size} sequence(s) a step"
+            f"{d.min_length}-{d.max_length}, {counted(d.batch_size, 'sequence')} a step"
         )
 
     def memory_needs(self) -> list[Need]:
@@ -203,7 +204,7 @@ class AlgorithmicTask(Task):
         print(self.format_scores(scores))
         for picture in pictures:
             print(f"picture: {picture}")
-        print(f"{result.step} steps in {result.seconds:.1f} s ({result.stopped}); checkpoint: "
+        print(f"{counted(result.step, 'step')} in {result.seconds:.1f} s ({result.stopped}); checkpoint: "
               f"{result.last_checkpoint}", flush=True)
         return results
 

@@ -28,9 +28,10 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 
-from attnlab.checkpoint import ExtraFiles, load_config, read_json_object, resolve_resume
+from attnlab.checkpoint import ExtraFiles, load_config, resolve_resume
 from attnlab.devices import resolve_device
 from attnlab.memory import Need, check_fits
+from attnlab.parsing import read_json
 from attnlab.signals import reraise
 from attnlab.tasks.recipe import RECIPE_FILE, Recipe
 from attnlab.training import Trainer, TrainResult, build_optimizer
@@ -198,7 +199,7 @@ def saved_recipe(checkpoint: str | Path) -> dict[str, Any]:
     file = Path(checkpoint) / RECIPE_FILE
     if not file.is_file():
         raise ValueError(f"checkpoint {checkpoint} has no {RECIPE_FILE}; give the recipe with --config")
-    return read_json_object(file)
+    return read_json(file, "recipe")
 
 
 def load_saved_recipe(checkpoint: str | Path, cls: type[R] | None = None) -> R:

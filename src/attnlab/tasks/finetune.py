@@ -52,7 +52,7 @@ from attnlab.models.classifier import POOLINGS
 from attnlab.signals import reraise
 from attnlab.training import OptimConfig, TrainConfig, Trainer, build_optimizer
 from attnlab.training.run_dir import writing_run
-from attnlab.validation import check_choice, check_positive, check_probability
+from attnlab.validation import check_choice, check_positive, check_probability, counted
 
 Encoded = tuple[list[list[int]], Tensor]  # token ids per example, labels (N,)
 ARMS = ("pretrained", "scratch")
@@ -261,7 +261,7 @@ def _compare(
         report[arm] = result
         log(
             f"{arm}: test accuracy {result['test_accuracy']:.4f} (val "
-            f"{result['val_accuracy']:.4f}, {result['steps']} steps, {result['seconds']:.1f} s)"
+            f"{result['val_accuracy']:.4f}, {counted(result['steps'], 'step')}, {result['seconds']:.1f} s)"
         )
     log(
         f"length-only baseline: {report['length_baseline_test_accuracy']:.4f}; "

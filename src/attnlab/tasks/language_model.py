@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.atomic import write_atomic
-from attnlab.checkpoint import ExtraFiles, load_config, read_json_object, resolve_resume
+from attnlab.checkpoint import ExtraFiles, load_config, resolve_resume
 from attnlab.config import from_dict
 from attnlab.data import CharTokenizer, LMDataset, Tokenizer, load_tinyshakespeare, load_tokenizer
 from attnlab.data.tokenizers import SPECIAL_TOKENS, AnyTokenizer, bpe_need
@@ -42,11 +42,13 @@ from attnlab.generation.state import inference
 from attnlab.memory import Need, sized
 from attnlab.models import load_pretrained
 from attnlab.models.base import draws_attention
+from attnlab.parsing import read_json
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
 from attnlab.tasks.lm_recipe import LMData, LMRecipe
 from attnlab.tasks.recipe import RECIPE_FILE
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
+from attnlab.validation import counted
 
 
 # ----------------------------------------------------------------------------- data
@@ -91,7 +93,7 @@ def val_windows(tokens: Tensor, block_size: int, batch_size: int) -> list[tuple[
     """The whole validation stream as non-overlapping windows, in batches (deterministic)."""
     n = (tokens.numel() - 1) // block_size
     if n < 1:
-        raise ValueError(f"validation text has {tokens.numel()} tokens, fewer than block_size + 1")
+        raise ValueError(f"validation text has {counted(tokens.numel(), 'token')}, fewer than block_size + 1")
     x = tokens[: n * block_size].view(n, block_size)  # (W, n)
     y = tokens[1 : n * block_size + 1].view(n, block_size)  # (W, n)
     return [(x[i : i + batch_size], y[i : i + batch_size]) for i in range(0, n, batch_size)]
@@ -235,7 +237,7 @@ class LanguageModelTask(Task):
         for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
             if ids.numel() < d.block_size + 1:
                 raise ValueError(
-                    f"the {name} text has {ids.numel()} tokens, fewer than data.block_size + 1 = "
+                    f"the {name} text has {counted(ids.numel(), 'token')}, fewer than data.block_size + 1 = "
                     f"{d.block_size + 1}: lower data.block_size or change data.train_fraction"
                 )
         windows = LMDataset(self.val_ids, d.block_size, seed=d.seed)
@@ -305,7 +307,8 @@ class LanguageModelTask(Task):
         write_atomic(self.run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         print(
             f"val loss {final['val_loss']:.4f} (whole validation split), perplexity "
-            f"{final['perplexity']:.3f}, {result.step} steps in {result.seconds:.1f} s ({result.stopped})"
+            f"{final['perplexity']:.3f}, {counted(result.step, 'step')} in {result.seconds:.1f} s "
+            f"({result.stopped})"
         )
         if picture is not None:
             print(f"attention over a line of the validation text: {picture}")
@@ -342,7 +345,7 @@ def _checkpoint_data(checkpoint: Path) -> LMData:
     file = checkpoint / RECIPE_FILE
     if not file.is_file():
         return LMData()
-    return from_dict(LMData, read_json_object(file, "recipe").get("data", {}), where="[data]")
+    return from_dict(LMData, read_json(file, "recipe").get("data", {}), where="[data]")
 
 
 def generate_cli(args: argparse.Namespace) -> int:

@@ -29,7 +29,7 @@ from attnlab.config import from_dict, parse_override, unknown_key_error
 from attnlab.memory import Need, leading_sizes, measure_model
 from attnlab.models import MODEL_TYPES  # importing the models registers them
 from attnlab.training import OptimConfig, TrainConfig
-from attnlab.validation import check_choice
+from attnlab.validation import check_choice, counted
 
 C = TypeVar("C")
 R = TypeVar("R", bound="Recipe")
@@ -61,7 +61,7 @@ def fit_warmup(recipe: MutableMapping[str, Any], overrides: Sequence[str]) -> st
         return None
     recipe["optim"] = {**optim, "warmup": total // 10}
     return (f"note: optim.warmup={warmup} is not shorter than {length}={total}: warming up over "
-            f"{total // 10} steps instead (a tenth of the run; set optim.warmup to choose)")
+            f"{counted(total // 10, 'step')} instead (a tenth of the run; set optim.warmup to choose)")
 
 
 class ModelTable(Generic[C]):

@@ -52,6 +52,7 @@ from attnlab.training import (
     last_checkpoints,
 )
 from attnlab.training.losses import mean_loss
+from attnlab.validation import counted
 
 __all__ = ["TranslationTask", "Translator", "checkpoint_decoding", "score", "translate", "translate_cli"]
 
@@ -152,7 +153,7 @@ class TranslationTask(Task):
     def describe(self, model: nn.Module) -> str:
         return (
             f"model: {model.num_parameters():,} parameters; {len(self.train_set):,} training "
-            f"pairs, {len(self.sampler)} batches/epoch"
+            f"pairs, {counted(len(self.sampler), 'batch', 'batches')}/epoch"
         )
 
     def train_data(self) -> torch.utils.data.DataLoader:
@@ -189,12 +190,13 @@ class TranslationTask(Task):
         found = last_checkpoints(self.run_dir, self.recipe.eval.average_last)
         model.load_state_dict(average_checkpoints(found))  # paper §6.1
         final = model.save_pretrained(self.run_dir / "final", extra=self.checkpoint_files())
-        print(f"final model: mean of {len(found)} checkpoint(s) -> {final}", flush=True)
+        print(f"final model: mean of {counted(len(found), 'checkpoint')} -> {final}", flush=True)
         return self._report_test(Translator(model, self.src_tok, self.tgt_tok), final)
 
     def _report_test(self, translator: Translator, final: Path) -> dict[str, Any]:
         d, ev, pairs = self.recipe.data, self.recipe.eval, self.test_pairs
-        print(f"decoding {len(pairs)} {ev.test_split} sentences (beam {ev.beam_size}) ...", flush=True)
+        decoding = counted(len(pairs), f"{ev.test_split} sentence")
+        print(f"decoding {decoding} (beam {ev.beam_size}) ...", flush=True)
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
         hyps = translator.translate(sources, _decoding(ev), progress=self.recipe.train.progress)
         scores = score(hyps, refs)

@@ -20,7 +20,6 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from attnlab.checkpoint import read_json_object
 from attnlab.data import load_tokenizers
 from attnlab.data.tokenizers import AnyTokenizer
 from attnlab.devices import model_device
@@ -28,6 +27,7 @@ from attnlab.generation import beam_search, greedy_search
 from attnlab.generation.state import inference
 from attnlab.models import load_pretrained
 from attnlab.models.base import draws_attention
+from attnlab.parsing import read_json
 from attnlab.tasks.recipe import RECIPE_FILE
 from attnlab.training.progress import progress_bar
 from attnlab.validation import indefinite
@@ -121,7 +121,7 @@ class Translator:
             )
         src_tok, tgt_tok = load_tokenizers(checkpoint)
         recipe_file = Path(checkpoint) / RECIPE_FILE
-        recipe = read_json_object(recipe_file, "recipe") if recipe_file.is_file() else {}
+        recipe = read_json(recipe_file, "recipe") if recipe_file.is_file() else {}
         return cls(model, src_tok, tgt_tok), recipe
 
     def translate(

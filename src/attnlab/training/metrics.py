@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.atomic import write_atomic
+from attnlab.parsing import parse_json
 
 METRICS_NAME = "metrics.jsonl"
 
@@ -43,12 +44,14 @@ class MetricsLog:
         checkpoint would mix with its own)."""
         self.path.unlink(missing_ok=True)
 
-    def truncate_after(self, step: int) -> None:
-        """Drop events after ``step`` (a resumed run re-logs them), rewriting the file
-        atomically: a kill or a full disk in the middle leaves the old log."""
+    def truncate_after(self, step: int, *, evaluated: bool = True) -> None:
+        """Drop events after ``step`` and, unless ``evaluated``, the evaluation at ``step``
+        (a resumed run logs them again), rewriting the file atomically: a kill or a full disk
+        in the middle leaves the old log."""
         if not self.path.is_file():
             return
-        kept = [e for e in read_metrics(self.path) if int(e.get("step", 0)) <= step]
+        kept = [e for e in read_metrics(self.path) if int(e.get("step", 0)) < step
+                or int(e.get("step", 0)) == step and (evaluated or e.get("event") != "eval")]
         write_atomic(self.path, "".join(json.dumps(e) + "\n" for e in kept))
 
 
@@ -56,8 +59,8 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The events of a ``metrics.jsonl`` file (or of ``run_dir/metrics.jsonl``).
 
     A last line without its newline that is not valid JSON was torn by a kill in the middle of
-    a write: it is dropped and every complete event kept. Any other invalid line is an error
-    naming it.
+    a write: it is dropped and every complete event kept. Any other line that is not a JSON
+    object is an error naming it (``metrics.jsonl:12``).
     """
     path = Path(path)
     if path.is_dir():
@@ -72,9 +75,9 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError as err:
+            events.append(parse_json(line, f"{path}:{lineno}"))
+        except ValueError:
             if lineno == torn:
                 break  # the write a kill interrupted
-            raise ValueError(f"{path}:{lineno} is not valid JSON: {err}") from err
+            raise
     return events

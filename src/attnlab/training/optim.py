@@ -19,7 +19,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from attnlab.config import Config
 from attnlab.training.schedules import constant, lambda_lr, noam, warmup_cosine
-from attnlab.validation import check_choice, check_positive
+from attnlab.validation import check_choice, check_positive, counted
 
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("noam", "warmup_cosine", "constant")
@@ -205,7 +205,7 @@ class OptimConfig(Config):
             raise ValueError("optim.schedule 'warmup_cosine' needs optim.decay_steps or train.max_steps")
         if total <= self.warmup:
             raise ValueError(
-                f"optim.schedule 'warmup_cosine' decays over {total} steps, which must be more "
+                f"optim.schedule 'warmup_cosine' decays over {counted(total, 'step')}, which must be more "
                 f"than optim.warmup={self.warmup}"
             )
 

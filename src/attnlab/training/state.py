@@ -13,7 +13,7 @@ from __future__ import annotations
 import pickle
 import random
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from attnlab.atomic import atomic_file
+from attnlab.validation import counted
 
 FORMAT = "attnlab.trainer/1"
 _SAFE_LEAVES = (torch.Tensor, type(None), bool, int, float, str, torch.dtype, torch.device)
@@ -32,7 +33,9 @@ class TrainerState:
 
     ``step`` counts optimizer updates; ``batch_in_epoch`` counts the micro-batches of
     ``epoch`` already consumed (a resumed run skips that many); ``bad_evals`` counts
-    evaluations since the best one (early stopping)."""
+    evaluations since the best one (early stopping); ``last_eval`` is the newest finished
+    evaluation, ``{"step": ..., "val_loss": ...}`` (a resumed run repeats an evaluation of
+    its step that is not recorded here, and does not repeat one that is)."""
 
     step: int = 0
     epoch: int = 0
@@ -40,6 +43,7 @@ class TrainerState:
     tokens_seen: int = 0
     best_metric: float | None = None
     bad_evals: int = 0
+    last_eval: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -194,7 +198,7 @@ def restore_trainer_state(
     rngs = payload["rng"]
     if rank >= len(rngs):
         raise ValueError(
-            f"trainer state {path} holds RNG states for {len(rngs)} rank(s) but this is rank "
+            f"trainer state {path} holds RNG states for {counted(len(rngs), 'rank')} but this is rank "
             f"{rank}; resume with the same world size"
         )
     set_rng_state(rngs[rank])

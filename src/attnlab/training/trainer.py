@@ -108,9 +108,8 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir) if self.run_dir and self.is_main else None
         self.device = model_device(model)
         self.forward_model = self._wrap(model)
-        self._rng_at_step_start: dict[str, Any] | None = None
+        self._rng_to_save: dict[str, Any] | None = None  # for a Ctrl-C checkpoint mid-step or mid-eval
         self._last_checkpoint: Path | None = None
-        self._last_eval: dict[str, float] = {}
         self._history: list[dict[str, float]] = []
 
     def _wrap(self, model: nn.Module) -> nn.Module:
@@ -143,7 +142,7 @@ class Trainer:
             if self.metrics is not None:
                 self.metrics.reset()
         self.model.train()
-        self._last_saved_step = self._start_step = self.state.step
+        self._start_step, self._saved = self.state.step, self._progress_mark()
         self._start = time.perf_counter()
         self._progress = TrainingProgress(
             planned_steps(cfg, self.train_data), self.state.step, enabled=self.is_main and cfg.progress
@@ -156,32 +155,31 @@ class Trainer:
             self._save_interrupted()
         finally:
             self._progress.close()
-        if stopped not in ("interrupted", "early_stopping") and self.eval_fn is not None:
-            if self._last_eval.get("step") != self.state.step:
-                self._evaluate()
-        if stopped != "interrupted" and self._last_saved_step != self.state.step:
-            self._save()
+        if stopped.startswith("max_") and self.eval_fn is not None and not self._evaluated():
+            self._evaluate()  # max_steps, max_epochs, max_time: the last step is evaluated, once
+        if stopped != "interrupted" and self._saved != self._progress_mark():
+            self._save()  # the last checkpoint holds the state after its evaluation
         if stopped == "max_time" and self.is_main:  # a safety net: the result now depends on speed
             print(f"warning: train.max_time_s={cfg.max_time_s} stopped training at step {self.state.step}"
                   f" before max_steps={cfg.max_steps}: this result depends on the machine's speed",
                   file=sys.stderr, flush=True)
         return TrainResult(
             self.state.step, self.state.epoch, stopped, self.state.best_metric, self._last_checkpoint,
-            self._last_eval, self._history, time.perf_counter() - self._start, signum,
+            self.state.last_eval, self._history, time.perf_counter() - self._start, signum,
         )
 
     def _run_epochs(self) -> str:
         cfg = self.config
         self._window = (time.perf_counter(), self.state.tokens_seen)
-        if cfg.max_steps is not None and self.state.step >= cfg.max_steps:
-            return "max_steps"  # resumed from a finished run
+        if self.state.step > 0 and (stop := self._after_step(resumed=True)) is not None:
+            return stop  # resumed from a finished run (or one stopped early)
         while cfg.max_epochs is None or self.state.epoch < cfg.max_epochs:
             skip, steps = self.state.batch_in_epoch, 0
             batches = itertools.islice(iter(self._epoch_data(self.state.epoch)), skip, None)
             while micro := list(itertools.islice(batches, cfg.grad_accum)):
-                self._rng_at_step_start = rng_state()  # for a Ctrl-C checkpoint mid-step
+                self._rng_to_save = rng_state()
                 self._step(micro)
-                self._rng_at_step_start = None
+                self._rng_to_save = None
                 steps += 1
                 self._progress.advance()
                 if (stop := self._after_step()) is not None:
@@ -220,9 +218,7 @@ class Trainer:
         if not math.isfinite(loss_total):
             self._fail(f"loss became {loss_total} at step {step} (epoch {self.state.epoch})")
         if tokens <= 0:
-            raise ValueError(
-                f"loss_fn counted no target tokens in the micro-batches of step {step}"
-            )
+            raise ValueError(f"loss_fn counted no target tokens in the micro-batches of step {step}")
         scale = self.world_size / tokens  # DDP averaged over ranks; we want sum / tokens
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
         torch._foreach_mul_([p.grad for p in params], scale)  # one kernel launch, not one per tensor
@@ -256,14 +252,18 @@ class Trainer:
             "check the data, or clip gradients (clip_norm)."
         )
 
-    def _after_step(self) -> str | None:
+    def _after_step(self, *, resumed: bool = False) -> str | None:
+        """Log, evaluate, save, stop? ``resumed``: at a checkpoint's step, logged already, evaluated
+        unless the checkpoint recorded its evaluation; a run out of patience stops again."""
         cfg, step = self.config, self.state.step
-        if cfg.log_every and step % cfg.log_every == 0:
+        if cfg.log_every and step % cfg.log_every == 0 and not resumed:
             self._log()
         if cfg.eval_every and self.eval_fn is not None and step % cfg.eval_every == 0:
-            if self._evaluate():
+            if not self._evaluated():
+                self._evaluate()
+            if cfg.patience is not None and self.state.bad_evals >= cfg.patience:
                 return "early_stopping"
-        if cfg.save_every and step % cfg.save_every == 0:
+        if cfg.save_every and step % cfg.save_every == 0 and self._saved != self._progress_mark():
             self._save()
         if cfg.max_steps is not None and step >= cfg.max_steps:
             return "max_steps"
@@ -296,33 +296,40 @@ class Trainer:
             )
 
     # ----------------------------------------------------------------- evaluation
-    def _evaluate(self) -> bool:
-        """Run ``eval_fn``; update the best metric; return True when patience ran out."""
+    def _evaluated(self) -> bool:
+        """Whether the current step's evaluation has finished (in this run or before a resume)."""
+        return self.state.last_eval.get("step") == self.state.step
+
+    def _progress_mark(self) -> tuple[int, float | None]:
+        """(step, step of the last evaluation): a checkpoint with the trainer's mark is up to date."""
+        return self.state.step, self.state.last_eval.get("step")
+
+    def _evaluate(self) -> None:
+        """Run ``eval_fn``; log it, record it in the state, update the best metric (and
+        ``best/``). Until it is recorded a Ctrl-C saves the step as not yet evaluated."""
         cfg = self.config
+        self._rng_to_save = rng_state()  # eval_fn may draw random numbers
         self.model.eval()
         with torch.no_grad():
             metrics = {k: float(v) for k, v in self.eval_fn(self.model).items()}
         self.model.train()
         metrics = dist.broadcast_object(metrics)
-        self._last_eval = {"step": self.state.step, **metrics}
+        evaluation = {"step": self.state.step, **metrics}
         if self.metrics is not None:
-            self.metrics.append({"event": "eval", "epoch": self.state.epoch, **self._last_eval})
-        if cfg.metric not in metrics:
-            if cfg.patience is not None or cfg.save_best:
-                raise ValueError(
-                    f"eval_fn must return the metric {cfg.metric!r} (config.metric), "
-                    f"got keys {sorted(metrics)}"
-                )
-            return False
-        value, best = metrics[cfg.metric], self.state.best_metric
-        better = best is None or (value < best if cfg.metric_mode == "min" else value > best)
+            self.metrics.append({"event": "eval", "epoch": self.state.epoch, **evaluation})
+        if cfg.metric not in metrics and (cfg.patience is not None or cfg.save_best):
+            raise ValueError(
+                f"eval_fn must return the metric {cfg.metric!r} (config.metric), got keys {sorted(metrics)}"
+            )
+        value, best, lower = metrics.get(cfg.metric), self.state.best_metric, cfg.metric_mode == "min"
+        better = value is not None and (best is None or (value < best if lower else value > best))
         if better:
             self.state.best_metric, self.state.bad_evals = value, 0
-            if cfg.save_best and self.run_dir is not None:
-                self._save(self.run_dir / "best", prune=False)
-        else:
+        elif value is not None:
             self.state.bad_evals += 1
-        return cfg.patience is not None and self.state.bad_evals >= cfg.patience
+        self.state.last_eval, self._rng_to_save = evaluation, None
+        if better and cfg.save_best and self.run_dir is not None:
+            self._save(self.run_dir / "best", prune=False)
 
     # ----------------------------------------------------------------- checkpoints
     def _trainer_pt(self, rngs: list[dict[str, Any]]) -> bytes:
@@ -358,7 +365,7 @@ class Trainer:
         if collective:
             dist.barrier()
         if directory is None:  # a step checkpoint (not "best")
-            self._last_checkpoint, self._last_saved_step = path, self.state.step
+            self._last_checkpoint, self._saved = path, self._progress_mark()
         return path
 
     def save_checkpoint(self, directory: str | Path | None = None) -> Path | None:
@@ -370,8 +377,8 @@ class Trainer:
         ranks may be anywhere), so under torchrun rank 0's RNG state stands in for all."""
         if self.run_dir is None:
             return
-        if self._last_saved_step != self.state.step:
-            rng = self._rng_at_step_start or rng_state()
+        if self._saved != self._progress_mark():
+            rng = self._rng_to_save or rng_state()
             self._save(rngs=[rng] * self.world_size)
         if self.is_main and self._last_checkpoint is not None:
             print(f"interrupted: saved {self._last_checkpoint} (resume with --resume "
@@ -387,5 +394,5 @@ class Trainer:
         )
         check_steps_left(directory, self.config, self.state)  # before metrics.jsonl is cut
         self._last_checkpoint = directory
-        if self.metrics is not None:
-            self.metrics.truncate_after(self.state.step)
+        if self.metrics is not None:  # what the checkpoint's run logged after it is logged again
+            self.metrics.truncate_after(self.state.step, evaluated=self._evaluated())

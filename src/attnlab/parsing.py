@@ -1,0 +1,107 @@
+"""Reading JSON and TOML from files and the command line: every failure one ``ValueError``.
+
+Recipes (TOML files), ``key=value`` overrides (TOML literals), a checkpoint's ``config.json``
+and ``recipe.json``, tokenizer files, BERT's JSON files and the lines of ``metrics.jsonl``
+are parsed here (the explorer's request bodies, which come over the network, have their own
+limits: :mod:`attnlab.explorer.requests`). Besides a syntax error, Python's parsers fail in
+ways that name neither the file nor the key: text that is not UTF-8; an integer longer than
+Python converts (``sys.get_int_max_str_digits()``, 4300 digits by default, a guard against
+conversions that take quadratic time), raised as a bare ``ValueError``; and arrays or tables
+nested deeper than Python's recursion limit, raised as ``RecursionError``. Each becomes one
+line that names the file (``where``) and, for a too-long integer, its line and key::
+
+    config file r.toml line 2 (batch_size): an integer of 4400 digits; Python reads at most 4300
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+__all__ = ["parse_json", "read_json", "read_toml", "toml_literal"]
+
+_KEY = re.compile(r"""["']?([\w.\-]+)["']?\s*[:=]\s*[-+]?$""")  # `"key": ` or `key = ` before a value
+
+
+def _long_integer(text: str, *, locate: bool) -> str | None:
+    """``": an integer of 4400 digits; ..."`` for the first integer in ``text`` longer than
+    Python converts, else ``None``; ``locate``: with its line (in a text of several) and its
+    key where one stands before it (``" line 2 (batch_size): ..."``)."""
+    limit = sys.get_int_max_str_digits()
+    digits = re.search(rf"\d(?:_?\d){{{limit},}}", text) if limit else None
+    if digits is None:
+        return None
+    at, start = "", digits.start()
+    if locate:
+        key = _KEY.search(text, text.rfind("\n", 0, start) + 1, start)
+        at = f" line {text.count(chr(10), 0, start) + 1}" if "\n" in text.strip() else ""
+        at += f" ({key.group(1)})" if key else ""
+    count = sum(c.isdigit() for c in digits.group())
+    return f"{at}: an integer of {count} digits; Python reads at most {limit}"
+
+
+def _failure(where: str, kind: str, err: Exception, text: str, *, locate: bool = True) -> ValueError:
+    """The one-line error for a parser's ``err`` on ``text``, naming ``where``."""
+    if isinstance(err, RecursionError):
+        nested = "objects" if kind == "JSON" else "tables"
+        return ValueError(f"{where} nests its arrays or {nested} too deeply to read (hundreds of levels)")
+    if type(err) is ValueError and (too_long := _long_integer(text, locate=locate)):
+        return ValueError(f"{where}{too_long}")  # int() refused it, inside the parser
+    return ValueError(f"{where} is not valid {kind}: {err}")
+
+
+def parse_json(text: str, where: str, *, top: type = dict) -> Any:
+    """``json.loads(text)``, which must be a ``top`` (a JSON object by default; ``object``
+    takes any value); any failure a ``ValueError`` naming ``where`` (a file, a line)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise _failure(where, "JSON", err, text) from None
+    if not isinstance(data, top):
+        kind = {dict: "a JSON object", list: "a JSON array"}.get(top, top.__name__)
+        raise ValueError(f"{where} must hold {kind}, got {type(data).__name__}")
+    return data
+
+
+def _read_text(file: Path, where: str, kind: str) -> str:
+    try:
+        return file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{where} is not valid {kind}: not UTF-8 ({err.reason} at byte {err.start})") from None
+
+
+def read_json(file: str | Path, what: str = "file", *, top: type = dict) -> Any:
+    """The JSON ``top`` (an object by default) in ``file`` (``config.json``, ``recipe.json``,
+    ...); a file that is not UTF-8 JSON holding one raises ``ValueError`` naming it
+    (``what`` says what the file is: ``"checkpoint config"``)."""
+    where = f"{what} {file}"
+    return parse_json(_read_text(Path(file), where, "JSON"), where, top=top)
+
+
+def read_toml(file: str | Path, what: str = "config file") -> dict[str, Any]:
+    """The tables of the TOML ``file``; ``FileNotFoundError`` or ``ValueError`` naming it."""
+    file, where = Path(file), f"{what} {file}"
+    if not file.is_file():
+        raise FileNotFoundError(f"{where} does not exist")
+    text = _read_text(file, where, "TOML")
+    try:
+        return tomllib.loads(text)
+    except (ValueError, RecursionError) as err:  # TOMLDecodeError is a ValueError
+        raise _failure(where, "TOML", err, text) from None
+
+
+def toml_literal(raw: str, where: str) -> Any:
+    """The value of the TOML literal ``raw`` (an override's right-hand side); text that is no
+    literal at all (``rope``) is kept as the string it is."""
+    try:
+        return tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        return raw
+    except (ValueError, RecursionError) as err:
+        raise _failure(where, "TOML", err, raw, locate=False) from None
