@@ -19,10 +19,10 @@ SRC = ROOT / "src" / "attnlab"
 
 # docs/design.md, "The floors": a module may import its own floor's package and the floors below.
 FLOORS = [
-    ("attnlab", "attnlab.validation", "attnlab.runtime", "attnlab.config", "attnlab.devices",
+    ("attnlab", "attnlab.validation", "attnlab.runtime", "attnlab.devices",
      "attnlab.evaluation", "attnlab.atomic", "attnlab.signals", "attnlab.measure", "attnlab.options",
-     "attnlab.memory"),
-    ("attnlab.attention", "attnlab.checkpoint", "attnlab.visualize"),
+     "attnlab.memory", "attnlab.parsing"),
+    ("attnlab.attention", "attnlab.checkpoint", "attnlab.visualize", "attnlab.config"),
     ("attnlab.modules", "attnlab.data"),
     ("attnlab.models", "attnlab.generation", "attnlab.training", "attnlab.positional"),
     ("attnlab.interop", "attnlab.analysis"),

@@ -132,7 +132,8 @@ def test_training_on_a_full_disk_leaves_no_partial_checkpoint(tmp_path):
     run = tmp_path / "fd"
     done = attnlab_on_a_full_disk("train", "--config", str(NTM), "--run-dir", str(run), *TINY)
     assert done.returncode == 2, done.stderr
-    assert re.fullmatch(rf"attnlab train: error: File too large: {re.escape(str(run))}/\S+\n", done.stderr)
+    named = rf"attnlab train: error: File too large: {re.escape(str(run))}/best/model\.safetensors\n"
+    assert re.fullmatch(named, done.stderr), done.stderr  # where it would stand, not the hidden copy
     assert list_checkpoints(run) == [] and not (run / "best").exists()
     assert sorted(p.name for p in run.iterdir()) == [".lock", "metrics.jsonl"]
 

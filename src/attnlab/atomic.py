@@ -42,8 +42,9 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     with _parents(path), _naming(path):
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
         try:
-            yield tmp
-            _finish_tree(tmp)
+            with _naming(path, inside=tmp):  # a file of the new directory, named at its place
+                yield tmp
+                _finish_tree(tmp)
             if not path.exists():
                 os.replace(tmp, path)
             elif not _exchange(tmp, path):
@@ -143,17 +144,21 @@ def write_atomic(path: str | Path, content: bytes | str, *, encoding: str = "utf
 
 
 @contextlib.contextmanager
-def _naming(path: Path) -> Iterator[None]:
+def _naming(path: Path, inside: Path | None = None) -> Iterator[None]:
     """Re-raise an ``OSError`` that names no file (``ENOSPC`` from a write) or only the
-    temporary file (a folder without write permission, ``path`` a directory) naming ``path``."""
+    temporary file (a folder without write permission, ``path`` a directory) naming ``path``;
+    one that names a file of the temporary directory ``inside``, naming that file where it
+    would stand in ``path``."""
     try:
         yield
     except OSError as err:
-        named = err.filename
-        temporary = isinstance(named, str) and Path(named).name.startswith(f".{path.name}.tmp-")
-        if err.errno is None or not (named is None or temporary):
+        named = Path(err.filename) if isinstance(err.filename, str) else None
+        within = inside is not None and named is not None and named.is_relative_to(inside)
+        temporary = named is not None and named.name.startswith(f".{path.name}.tmp-")
+        if err.errno is None or not (named is None or temporary or within):
             raise
-        raise OSError(err.errno, err.strerror, str(path)) from err
+        shown = path / named.relative_to(inside) if within else path
+        raise OSError(err.errno, err.strerror, str(shown)) from err
 
 
 def _replace_by_two_renames(new: Path, path: Path) -> None:

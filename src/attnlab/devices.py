@@ -16,8 +16,6 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from attnlab.validation import counted
-
 B = TypeVar("B")
 
 
@@ -34,9 +32,10 @@ def resolve_device(name: str | torch.device) -> torch.device:
         if not torch.cuda.is_available():
             raise ValueError(f"device {name!r} is not available: torch.cuda.is_available() is False")
         if device.index is not None and device.index >= torch.cuda.device_count():
+            count = torch.cuda.device_count()  # (floor 0: no validation.counted here)
             raise ValueError(
-                f"device {name!r} is not available: this machine has "
-                f"{counted(torch.cuda.device_count(), 'CUDA device')}"
+                f"device {name!r} is not available: this machine has {count} CUDA "
+                f"device{'' if count == 1 else 's'}"
             )
     elif device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {name!r} is not available: torch.backends.mps.is_available() is False")

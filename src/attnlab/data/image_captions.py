@@ -31,6 +31,7 @@ from torch.utils.data import Dataset
 from attnlab.atomic import atomic_directory
 from attnlab.data.corpora import PathLike, read_lines
 from attnlab.data.scenes import Scene, caption, caption_text
+from attnlab.parsing import read_json
 from attnlab.validation import check_choice, check_positive
 
 __all__ = [
@@ -192,7 +193,4 @@ def read_scene_digits(folder: PathLike) -> dict[str, list[dict]] | None:
     path = Path(folder) / DIGITS_FILE
     if not path.is_file():
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:
-        raise ValueError(f"{path} is not valid JSON: {err}") from None
+    return read_json(path, "scene digits")

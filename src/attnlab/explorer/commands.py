@@ -176,6 +176,7 @@ def serve(args: argparse.Namespace) -> int:
                          f"pip install 'attnlab[serve]'") from None
 
     from attnlab.explorer.access import Access
+    from attnlab.validation import counted
 
     loopback = is_loopback(args.host)
     token = server_token(args, loopback)
@@ -183,7 +184,7 @@ def serve(args: argparse.Namespace) -> int:
     sock = listen(args.host, args.port)
     for one in models:  # the ids the API uses, and their paths: this terminal only
         print(f"{one.kind} {one.name}: {one.path or '(in memory)'} ({one.info['model_type']}, "
-              f"{one.info['layers']} layers × {one.info['heads']} heads)", flush=True)
+              f"{counted(one.info['layers'], 'layer')} × {counted(one.info['heads'], 'head')})", flush=True)
     if not loopback:
         who = "with the token" if token else "WITHOUT A TOKEN (--no-token)"
         print(f"attnlab serve: WARNING: listening on {args.host}, beyond this machine: anyone who can reach "

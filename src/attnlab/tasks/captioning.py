@@ -44,6 +44,7 @@ from attnlab.tasks.captioner import Captioner
 from attnlab.tasks.captioning_recipe import CaptionData, CaptionRecipe
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
+from attnlab.validation import counted
 
 SPLIT_FOLDERS = {"train": "train", "validation": "val", "test": "test"}
 """The MNIST split each caption split's scenes come from, and its folder name."""
@@ -204,7 +205,7 @@ class CaptioningTask(Task):
         for picture in pictures:
             print(f"picture: {picture}")
         minutes = result.seconds / 60
-        print(f"{result.step} steps in {minutes:.1f} min ({result.stopped}); final model: {final}")
+        print(f"{counted(result.step, 'step')} in {minutes:.1f} min ({result.stopped}); final model: {final}")
         return results
 
     @classmethod

@@ -13,6 +13,10 @@
   var draw = window.attnlabDraw, el = draw.el, shown = draw.shown, fillPicker = draw.fillPicker;
   var pick = draw.pick, heatmap = draw.heatmap, linesView = draw.linesView, makeTip = draw.makeTip;
 
+  function counted(n, noun) {  // "1 layer", "2 layers"
+    return n + " " + noun + (n === 1 ? "" : "s");
+  }
+
   function setStatus(panel, text, state) {
     panel.querySelector(".status").textContent = text;
     panel.dataset.state = state;
@@ -107,7 +111,7 @@
       } else if (e.event === "token") {
         add(e, "gen");
       } else if (e.event === "done") {
-        setStatus(panel, e.new_tokens + " new tokens; click one to see what it attended to", "ready");
+        setStatus(panel, counted(e.new_tokens, "new token") + "; click one to see what it attended to", "ready");
       } else if (e.event === "error") {
         setStatus(panel, e.error, "error");
       }
@@ -154,7 +158,8 @@
       fillPicker(layer, v.layers, v.layers - 1);
       fillPicker(head, v.heads, 0);
       draw();
-      setStatus(panel, v.tokens.length + " word pieces, " + v.layers + " layers × " + v.heads + " heads",
+      setStatus(panel, counted(v.tokens.length, "word piece") + ", " + counted(v.layers, "layer") + " × " +
+        counted(v.heads, "head"),
         "ready");
     }
     layer.addEventListener("change", draw);
