@@ -26,6 +26,7 @@ FLOORS = [
     ("attnlab.modules", "attnlab.data"),
     ("attnlab.models", "attnlab.generation", "attnlab.training", "attnlab.positional"),
     ("attnlab.interop", "attnlab.analysis"),
+    ("attnlab.pipelines",),
     ("attnlab.tasks",),
     ("attnlab.labs",),
     ("attnlab.explorer",),
@@ -130,7 +131,8 @@ def test_every_name_in_every_all_resolves(name):
 
 @pytest.mark.parametrize("package", ["attnlab.attention", "attnlab.modules", "attnlab.models",
                                      "attnlab.generation", "attnlab.interop", "attnlab.positional",
-                                     "attnlab.training", "attnlab.data", "attnlab.tasks"])
+                                     "attnlab.training", "attnlab.data", "attnlab.pipelines",
+                                     "attnlab.tasks"])
 def test_star_import_works(package):
     namespace: dict = {}
     exec(f"from {package} import *", namespace)

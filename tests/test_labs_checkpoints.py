@@ -205,11 +205,11 @@ def _band_mass_numpy(weights: np.ndarray, width: int) -> float:
 
 @pytest.mark.parametrize("which", ["translator_run", "bahdanau_run"])
 def test_alignment_lab_diagonal_mass_equals_a_recomputation(which, request, tmp_path):
-    from attnlab.tasks.translator import Translator
+    from attnlab.pipelines import TranslationPipeline
 
     run = request.getfixturevalue(which)
     report = run_lab("alignment", tmp_path, quick(run))
-    translator, _ = Translator.load(run / "final")
+    translator = TranslationPipeline.from_checkpoint(run / "final")
     model, src_tok, tgt_tok = translator.model, translator.src_tok, translator.tgt_tok
     ours, uniform = [], []
     for source, translation in report.numbers["translations"]:
@@ -232,11 +232,11 @@ def test_alignment_lab_diagonal_mass_equals_a_recomputation(which, request, tmp_
 
 def test_heads_lab_on_a_translator_records_what_decode_returns(translator_run, tmp_path):
     from attnlab.labs.heads import recording_attention
-    from attnlab.tasks.translator import Translator
+    from attnlab.pipelines import TranslationPipeline
 
     report = run_lab("heads", tmp_path, quick(translator_run))
     inputs = report.numbers["transformer.inputs"][0]  # quick: one sentence
-    translator, _ = Translator.load(translator_run / "final")
+    translator = TranslationPipeline.from_checkpoint(translator_run / "final")
     model = translator.model.eval()
     src = torch.tensor([translator.src_tok.encode(inputs["source"])])
     tgt = torch.tensor([[translator.tgt_tok.bos_id, *translator.tgt_tok.encode(inputs["translation"])]])

@@ -8,15 +8,20 @@ and ``caption`` belong to one task each and refuse the other checkpoints in one 
 from __future__ import annotations
 
 import argparse
+import select
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from attnlab.checkpoint import load_config, resolve_resume, run_dir_of
 from attnlab.config import apply_overrides
+from attnlab.pipelines import LanguageModelPipeline, TranslationPipeline
 from attnlab.tasks import EvaluateRequest, Task, load_recipe, task_for_checkpoint
 from attnlab.tasks import train as train_task
 from attnlab.tasks.base import load_saved_recipe, saved_recipe
-from attnlab.tasks.language_model import LanguageModelTask, generate_cli
-from attnlab.tasks.translation import TranslationTask, Translator, checkpoint_decoding, translate_cli
+from attnlab.tasks.language_model import LanguageModelTask
+from attnlab.tasks.translation import TranslationTask
 
 
 def train(args: argparse.Namespace) -> int:
@@ -52,8 +57,17 @@ def require(checkpoint: str, task: type[Task], command: str) -> None:
 
 
 def translate(args: argparse.Namespace) -> int:
+    """``attnlab translate CHECKPOINT``: stdin lines → stdout translations, one per line, written
+    (and flushed) chunk by chunk as they are decoded, so Ctrl-C keeps every finished line."""
     require(args.checkpoint, TranslationTask, "translate")
-    return translate_cli(args)
+    translator = TranslationPipeline.from_checkpoint(args.checkpoint, device=args.device)
+    decoding = translator.settings(beam_size=args.beam, length_penalty=args.length_penalty,
+                                   batch_size=args.batch_size, max_len=args.max_len)
+    stdin = getattr(sys.stdin, "buffer", sys.stdin)  # bytes, so undecodable input is named
+    for chunk in read_chunks(stdin, 16 * decoding.batch_size, errors=args.errors):
+        sys.stdout.write("".join(line + "\n" for line in translator.translate(chunk, decoding)))
+        sys.stdout.flush()
+    return 0
 
 
 def plot_alignment(args: argparse.Namespace) -> int:
@@ -63,13 +77,13 @@ def plot_alignment(args: argparse.Namespace) -> int:
 
     picture_format(args.out)  # a picture it could not save is refused before any work
     require(args.checkpoint, TranslationTask, "plot-alignment")
-    translator, recipe = Translator.load(args.checkpoint, device=args.device)
-    decoding = checkpoint_decoding(recipe, beam_size=args.beam, length_penalty=args.length_penalty)
+    translator = TranslationPipeline.from_checkpoint(args.checkpoint, device=args.device)
+    decoding = translator.settings(beam_size=args.beam, length_penalty=args.length_penalty)
     source = args.src.strip()
     if not source:
         raise ValueError("--src must hold a sentence to translate, got an empty one")
     (translation,) = translator.translate([source], decoding)
-    path = translator.plot_alignment(source, translation, args.out, layer=args.layer)
+    path = translator.plot_attention(source, translation, args.out, layer=args.layer)
     print(f"{translation}\nalignment picture: {path}", flush=True)
     return 0
 
@@ -85,8 +99,21 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
+    """``attnlab generate CHECKPOINT --prompt ...``: print the prompt and its continuation,
+    streamed as it is drawn (Ctrl-C keeps what was printed)."""
     require(args.checkpoint, LanguageModelTask, "generate")
-    return generate_cli(args)
+    pipeline = LanguageModelPipeline.from_checkpoint(args.checkpoint, device=args.device)
+    shown = [args.prompt]  # the prompt goes out with the first piece, once the prompt is known good
+
+    def write(text: str) -> None:
+        sys.stdout.write("".join(shown) + text)
+        sys.stdout.flush()
+        shown.clear()
+
+    pipeline.generate(args.prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                      top_p=args.top_p, seed=args.seed, write=write)
+    write("\n")
+    return 0
 
 
 def plot(args: argparse.Namespace) -> int:
@@ -107,3 +134,39 @@ def caption(args: argparse.Namespace) -> int:
         picture_format(args.attention)  # a picture it could not save is refused before any work
     require(args.checkpoint, CaptioningTask, "caption")
     return caption_cli(args)
+
+
+def read_chunks(stream: IO, max_lines: int, *, errors: str = "strict") -> Iterator[list[str]]:
+    """The lines of ``stream`` (split on ``\\n`` only, line ends removed), in chunks of at most
+    ``max_lines``. A chunk also ends when no more input is waiting, so lines typed at a terminal
+    are answered one by one. A binary stream is decoded as UTF-8: a line that is not valid
+    UTF-8 raises ``ValueError`` naming its number, unless ``errors="replace"`` replaces the
+    undecodable bytes with U+FFFD."""
+    chunk: list[str] = []
+    end = stream.read(0)  # "" or b"": what readline returns at the end of the stream
+    for number, line in enumerate(iter(stream.readline, end), start=1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8", errors=errors)
+            except UnicodeDecodeError as err:
+                if chunk:  # the lines before it are still answered
+                    yield chunk
+                raise ValueError(
+                    f"input line {number} is not valid UTF-8 ({err.reason} at byte {err.start}); "
+                    "--errors replace replaces the undecodable bytes"
+                ) from None
+        chunk.append(line.removesuffix("\n").removesuffix("\r"))
+        if len(chunk) >= max_lines or not _more_waiting(stream):
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _more_waiting(stream: IO) -> bool:
+    """Whether reading ``stream`` now would not block (always true for files and buffers)."""
+    try:
+        ready, _, _ = select.select([stream], [], [], 0)
+    except (OSError, ValueError, TypeError):  # no file descriptor: an in-memory stream
+        return True
+    return bool(ready)
