@@ -1,6 +1,7 @@
-"""Pipelines against the model and its tokenizer used by hand: a translation equals an uncached
-greedy loop over the model's own logits (and beam search called directly), a language model's
-greedy continuation equals an uncached argmax loop with the special tokens masked, each
+"""Pipelines against the model and its tokenizer used by hand: a translation (a caption) equals
+an uncached greedy loop over the model's own logits (and beam search called directly), a
+language model's greedy continuation equals an uncached argmax loop with the special tokens
+masked, each
 ``attention`` equals the model's ``return_weights``; ``save`` then ``from_checkpoint`` gives the
 same files and the same outputs; a checkpoint of another family is refused in one line."""
 
@@ -14,8 +15,9 @@ import torch
 from attnlab.data import CharTokenizer
 from attnlab.data.tokenizers import SPECIAL_TOKENS, WordTokenizer
 from attnlab.generation import beam_search
-from attnlab.models import Transformer, TransformerConfig
+from attnlab.models import ShowAttendTell, ShowAttendTellConfig, Transformer, TransformerConfig
 from attnlab.pipelines import (
+    CaptioningPipeline,
     DecodeConfig,
     LanguageModelPipeline,
     TranslationPipeline,
@@ -168,3 +170,51 @@ def test_lm_save_then_from_checkpoint_round_trips(lm, tmp_path):
     assert isinstance(again.tokenizer, CharTokenizer) and again.tokenizer.chars == sorted(set(CHARS))
     assert again.recipe == {"task": "language_model"}
     assert again.generate("to be", 12, seed=0) == lm.generate("to be", 12, seed=0)
+
+
+@pytest.fixture(scope="module")
+def captioner() -> CaptioningPipeline:
+    tok = WordTokenizer.train(["a big seven", "two small threes and a one"])
+    torch.manual_seed(0)
+    config = ShowAttendTellConfig(vocab_size=tok.vocab_size, image_size=16, conv_channels=(4, 8),
+                                  feature_dim=8, embed_dim=8, hidden_dim=16, attention_dim=8, dropout=0.0)
+    return CaptioningPipeline(ShowAttendTell(config).eval(), tok, recipe={"eval": {"max_len": 6}})
+
+
+def test_caption_is_the_models_greedy_loop_by_hand(captioner):
+    images = torch.rand(3, 1, 16, 16, generator=torch.Generator().manual_seed(0))
+    assert captioner.decoding == DecodeConfig(beam_size=3, length_penalty=0.0, batch_size=100, max_len=6)
+    got = captioner.caption(images, captioner.settings(beam_size=1, batch_size=2))
+    tok, expected = captioner.tokenizer, []
+    for image in images:
+        out = [tok.bos_id]
+        with torch.no_grad():
+            for _ in range(6):
+                logits = captioner.model(image[None], torch.tensor([out]))[0, -1]  # (V,)
+                logits[[tok.pad_id, tok.bos_id]] = float("-inf")
+                if (token := int(logits.argmax())) == tok.eos_id:
+                    break
+                out.append(token)
+        expected.append(tok.decode(out[1:]))
+    assert got == expected
+
+
+def test_caption_attention_is_what_decode_returns_on_the_grid(captioner):
+    image, ids = torch.rand(1, 16, 16), captioner.tokenizer.encode("a big seven")
+    words, maps = captioner.attention(image, ids)
+    with torch.no_grad():
+        memory, mask = captioner.model.encode(image[None])
+        _, weights = captioner.model.decode(torch.tensor([[captioner.tokenizer.bos_id, *ids]]), memory, mask,
+                                            return_weights=True)
+    assert words == ["a", "big", "seven", "<eos>"] and maps.shape == (4, 4, 4)  # grid 16 / 2 ** 2
+    assert torch.equal(maps.flatten(1), weights[0][0, 0])  # row-major: location i is (i // w, i % w)
+    assert torch.allclose(maps.sum((1, 2)), torch.ones(4))
+
+
+def test_captioner_save_then_from_checkpoint_round_trips(captioner, tmp_path):
+    captioner.save(tmp_path / "ckpt")
+    again = CaptioningPipeline.from_checkpoint(tmp_path / "ckpt")
+    assert again.decoding == captioner.decoding and again.recipe == captioner.recipe
+    images = torch.rand(2, 1, 16, 16)
+    assert again.caption(images) == captioner.caption(images)
+    assert again.tokenizer.to_json() == captioner.tokenizer.to_json()

@@ -21,8 +21,9 @@ from torch import nn
 from attnlab.checkpoint import RECIPE_FILE, load_config, saved_recipe_or_empty
 from attnlab.devices import model_device
 from attnlab.models import load_pretrained
+from attnlab.pipelines.decoding import DecodeConfig, saved_decoding, with_overrides
 
-__all__ = ["Pipeline"]
+__all__ = ["DecodingPipeline", "Pipeline"]
 
 P = TypeVar("P", bound="Pipeline")
 
@@ -82,3 +83,21 @@ class Pipeline:
     def device(self) -> torch.device:
         """Where the model's parameters are (its inputs are moved there)."""
         return model_device(self.model)
+
+
+class DecodingPipeline(Pipeline):
+    """A pipeline that decodes with beam search or greedily (a translator, a captioner): its
+    :class:`~attnlab.pipelines.decoding.DecodeConfig`, by default the ``[eval]`` table of its
+    ``recipe`` over the family's ``default_decoding``."""
+
+    default_decoding: ClassVar[DecodeConfig] = DecodeConfig()
+    decoding: DecodeConfig
+
+    def _decode_with(self, decoding: DecodeConfig | None, recipe: dict[str, Any] | None) -> None:
+        self.recipe = recipe or {}
+        self.decoding = decoding or saved_decoding(self.recipe, self.default_decoding)
+
+    def settings(self, **overrides: Any) -> DecodeConfig:
+        """This pipeline's decoding settings with the ``overrides`` that are not ``None`` (a
+        command line's ``--beam`` and so on)."""
+        return with_overrides(self.decoding, **overrides)

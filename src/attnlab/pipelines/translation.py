@@ -19,8 +19,8 @@ from torch import Tensor, nn
 from attnlab.data.tokenizers import AnyTokenizer, load_tokenizers, tokenizer_files
 from attnlab.generation.state import inference
 from attnlab.models.base import draws_attention
-from attnlab.pipelines.base import Pipeline
-from attnlab.pipelines.decoding import DecodeConfig, saved_decoding, search, with_overrides
+from attnlab.pipelines.base import DecodingPipeline
+from attnlab.pipelines.decoding import DecodeConfig, search
 from attnlab.training.progress import progress_bar
 from attnlab.validation import indefinite
 
@@ -42,7 +42,7 @@ class Alignment(NamedTuple):
         return self.weights[layer]
 
 
-class TranslationPipeline(Pipeline):
+class TranslationPipeline(DecodingPipeline):
     """A translation model (``encode`` / ``decode``: :class:`~attnlab.models.Transformer`, the
     RNN encoder-decoders), its source and target tokenizers (the same object when the
     vocabulary is joint) and its :class:`DecodeConfig` (the checkpoint's ``[eval]``)."""
@@ -53,8 +53,7 @@ class TranslationPipeline(Pipeline):
     def __init__(self, model: nn.Module, src_tok: AnyTokenizer, tgt_tok: AnyTokenizer, *,
                  decoding: DecodeConfig | None = None, recipe: dict[str, Any] | None = None) -> None:
         self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
-        self.recipe = recipe or {}
-        self.decoding = decoding or saved_decoding(self.recipe)
+        self._decode_with(decoding, recipe)
 
     @classmethod
     def from_files(cls, model: nn.Module, checkpoint: Path, recipe: dict[str, Any]) -> TranslationPipeline:
@@ -62,10 +61,6 @@ class TranslationPipeline(Pipeline):
 
     def tokenizer_files(self) -> dict[str, str]:
         return tokenizer_files(self.src_tok, self.tgt_tok)
-
-    def settings(self, **overrides: Any) -> DecodeConfig:
-        """This pipeline's decoding settings with the ``overrides`` that are not ``None``."""
-        return with_overrides(self.decoding, **overrides)
 
     def translate(
         self, sentences: Sequence[str], decoding: DecodeConfig | None = None, *, progress: bool = False

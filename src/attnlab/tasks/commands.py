@@ -125,15 +125,32 @@ def plot(args: argparse.Namespace) -> int:
 
 
 def caption(args: argparse.Namespace) -> int:
-    """``attnlab caption CKPT IMAGE ...``: one caption a line; ``--attention PNG`` draws the
-    attention that wrote each word (Xu et al. 2015, Figure 3)."""
-    from attnlab.tasks.captioning import CaptioningTask, caption_cli
+    """``attnlab caption CKPT IMAGE ... [--attention PNG] [--beam N]``: each image converted to
+    the model's channels and size, captioned with the checkpoint recipe's beam settings, one line
+    an image; ``--attention PNG`` draws the attention that wrote each word (Xu et al. 2015,
+    Figure 3)."""
+    from attnlab.pipelines import CaptioningPipeline
+    from attnlab.tasks.captioning import CaptioningTask
+    from attnlab.tasks.captioning_recipe import CaptionRecipe
     from attnlab.visualize.figure import picture_format
 
     if args.attention:
         picture_format(args.attention)  # a picture it could not save is refused before any work
     require(args.checkpoint, CaptioningTask, "caption")
-    return caption_cli(args)
+    load_saved_recipe(args.checkpoint, CaptionRecipe)  # its decoding settings: refused naming it if bad
+    captioner = CaptioningPipeline.from_checkpoint(args.checkpoint, device=args.device)
+    images = captioner.read_images(args.images)
+    ids = captioner.caption_ids(images, captioner.settings(beam_size=args.beam))
+    for path, caption in zip(args.images, ids, strict=True):
+        print(f"{path}\t{captioner.tokenizer.decode(caption)}", flush=True)
+    if args.attention:
+        if not captioner.draws_attention:
+            raise ValueError(f"checkpoint {args.checkpoint} has no attention to draw (attention = false)")
+        texts = [captioner.tokenizer.decode(c) for c in ids]
+        titles = [f"{Path(path).name}: {text}" for path, text in zip(args.images, texts, strict=True)]
+        picture = captioner.plot_attention(images, ids, args.attention, titles)
+        print(f"attention picture: {picture}", flush=True)
+    return 0
 
 
 def read_chunks(stream: IO, max_lines: int, *, errors: str = "strict") -> Iterator[list[str]]:
