@@ -19,10 +19,11 @@ from attnlab.models import ShowAttendTell, ShowAttendTellConfig, Transformer, Tr
 from attnlab.pipelines import (
     CaptioningPipeline,
     DecodeConfig,
+    EncoderPipeline,
     LanguageModelPipeline,
     TranslationPipeline,
 )
-from explorer_toys import CHARS, ENGLISH, GERMAN, gpt_checkpoint, translator_checkpoint
+from explorer_toys import CHARS, ENGLISH, GERMAN, gpt_checkpoint, tiny_encoder, translator_checkpoint
 
 SENTENCES = ["Ein Hund läuft über die Wiese.", "", "Eine Frau liest ein Buch.", "Ein Kind spielt.", "  "]
 
@@ -218,3 +219,28 @@ def test_captioner_save_then_from_checkpoint_round_trips(captioner, tmp_path):
     images = torch.rand(2, 1, 16, 16)
     assert again.caption(images) == captioner.caption(images)
     assert again.tokenizer.to_json() == captioner.tokenizer.to_json()
+
+
+def test_embed_is_the_mean_of_the_models_states_sentence_by_sentence(tmp_path):
+    """The tiny encoder alone, by hand: ids of ``[CLS] words [SEP]``, forward, mean over the
+    tokens; batched with padding, each row the same. An Encoder checkpoint written as before
+    pipelines (the model's files + the tokenizer's ``tokenizer.json``) loads with its tokenizer."""
+    encoder = tiny_encoder()
+    sentences = ["the animal was too tired .", "a dog", "it was wide"]
+    got = encoder.embed(sentences, batch_size=2)
+    vocab = encoder.tokenizer.get_vocab()
+    for sentence, row in zip(sentences, got, strict=True):
+        ids = [vocab["[CLS]"], *(vocab[w] for w in sentence.split()), vocab["[SEP]"]]
+        with torch.no_grad():
+            expected = encoder.model(torch.tensor([ids]))[0].mean(0)  # (d,)
+        assert torch.allclose(row, expected, atol=1e-6)
+    files = {"tokenizer.json": encoder.tokenizer.to_str().encode()}
+    encoder.model.save_pretrained(tmp_path / "enc", extra=files)
+    again = EncoderPipeline.from_checkpoint(tmp_path / "enc")
+    assert torch.equal(again.embed(sentences), encoder.embed(sentences))
+    found = again.attention("the dog was wide")
+    ids = encoder.tokenize(["the dog was wide"])["input_ids"]  # (1, 6)
+    with torch.no_grad():
+        _, weights = encoder.model(ids, return_weights=True)
+    assert found.tokens == ["[CLS]", "the", "dog", "was", "wide", "[SEP]"]
+    assert all(torch.equal(a, w[0]) for a, w in zip(found.attention, weights, strict=True))

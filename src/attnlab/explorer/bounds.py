@@ -16,10 +16,10 @@ from typing import Any
 from attnlab.explorer import views
 from attnlab.explorer.errors import too_long
 from attnlab.explorer.requests import MAX_OUTPUT_TOKENS, MAX_SENTENCE_TOKENS, MAX_SOURCE_TOKENS
-from attnlab.pipelines import DecodeConfig, TranslationPipeline
+from attnlab.pipelines import DecodeConfig, EncoderPipeline, TranslationPipeline
 
 
-def check_sentence_length(encoder: Any, text: str, limit: int = MAX_SENTENCE_TOKENS) -> None:
+def check_sentence_length(encoder: EncoderPipeline, text: str, limit: int = MAX_SENTENCE_TOKENS) -> None:
     """413 when ``text`` has more than ``limit`` word pieces (``[CLS]``, ``[SEP]`` included)."""
     count = int(encoder.tokenize([text])["attention_mask"].sum())
     if count > limit:
@@ -46,7 +46,7 @@ def translation(translator: TranslationPipeline, text: str, beam: int | None) ->
     return views.translation_view(translator, text, beam=beam, max_len=max_len)
 
 
-def heads(encoder: Any, text: str) -> dict[str, Any]:
+def heads(encoder: EncoderPipeline, text: str) -> dict[str, Any]:
     """:func:`.views.head_view` of ``text`` within the cap on word pieces."""
     check_sentence_length(encoder, text)
     return views.head_view(encoder, text)

@@ -142,16 +142,17 @@ def default_bert() -> str | None:
 
 
 def load_encoder(path: str, device: str = "cpu") -> Served:
-    """A Hugging Face BERT directory through :func:`attnlab.interop.bert.load_bert`."""
-    from attnlab.interop.bert import load_bert
+    """A Hugging Face BERT directory (or an attnlab encoder checkpoint) as its
+    :class:`~attnlab.pipelines.EncoderPipeline`."""
+    from attnlab.pipelines import EncoderPipeline
 
-    encoder = load_bert(_checkpoint_dir("--bert", path)).to(device)
+    encoder = EncoderPipeline.from_checkpoint(_checkpoint_dir("--bert", path), device=device)
     return served_encoder(checkpoint_id(path), encoder, path=path)
 
 
 def served_encoder(name: str, encoder: Any, path: str | None = None) -> Served:
-    """An in-memory :class:`~attnlab.models.Encoder` with its tokenizer attached, called ``name``."""
-    config = encoder.config
+    """An in-memory :class:`~attnlab.pipelines.EncoderPipeline`, called ``name``."""
+    config = encoder.model.config
     info = {"model_type": "encoder", "layers": config.num_layers, "heads": config.num_heads}
     return Served("bert", name, encoder, info, path=path)
 

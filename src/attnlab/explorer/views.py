@@ -27,9 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnlab.labs.minilm import encode_sentence
-from attnlab.models.encoder import Encoder
-from attnlab.pipelines import LanguageModelPipeline, TranslationPipeline
+from attnlab.pipelines import EncoderPipeline, LanguageModelPipeline, TranslationPipeline
 
 DIGITS = 4
 
@@ -103,10 +101,10 @@ def generate(
     return text
 
 
-def head_view(encoder: Encoder, text: str) -> dict[str, Any]:
+def head_view(encoder: EncoderPipeline, text: str) -> dict[str, Any]:
     """MiniLM's self-attention over ``text``: ``tokens`` (n word pieces, ``[CLS]`` … ``[SEP]``)
     and ``attention`` ``(L, H, n, n)``, rows the queries."""
-    encoded = encode_sentence(encoder, text)
+    encoded = encoder.attention(text)
     weights = torch.stack(encoded.attention)  # (L, H, n, n)
     return {"text": text, "tokens": encoded.tokens, "layers": weights.shape[0], "heads": weights.shape[1],
             "attention": rounded(weights)}
