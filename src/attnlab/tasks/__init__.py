@@ -17,7 +17,8 @@ training driver; ``attnlab evaluate`` finds the task by the checkpoint's ``model
   :mod:`~attnlab.tasks.caption_boxes` (attention on the named digit) and
   :mod:`~attnlab.tasks.caption_pictures`
 * :mod:`~attnlab.tasks.finetune` — GPT-1-style transfer: fine-tuned against from scratch
-* :mod:`~attnlab.tasks.commands` — the CLI's task commands
+
+The command line that drives them is :mod:`attnlab.cli`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""The CLI's task commands: each reads its arguments and calls the task that fits.
+"""The command line's task and pipeline commands: each reads its Namespace and calls typed
+functions of :mod:`attnlab.tasks` and :mod:`attnlab.pipelines`.
 
 ``train`` dispatches on the recipe's ``task``; ``evaluate`` on the checkpoint's ``model_type``
 (each task lists the model types it scores); ``translate``, ``plot-alignment``, ``generate``
-and ``caption`` belong to one task each and refuse the other checkpoints in one line.
+and ``caption`` go through one pipeline each, which refuses the other checkpoints in one line
+naming the command. ``translate`` reads stdin chunk by chunk (:func:`read_chunks`), so output
+follows input.
 """
 
 from __future__ import annotations
@@ -14,14 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from attnlab.checkpoint import load_config, resolve_resume, run_dir_of
+from attnlab.checkpoint import resolve_resume, run_dir_of
 from attnlab.config import apply_overrides
-from attnlab.pipelines import LanguageModelPipeline, TranslationPipeline
-from attnlab.tasks import EvaluateRequest, Task, load_recipe, task_for_checkpoint
+from attnlab.pipelines import CaptioningPipeline, LanguageModelPipeline, TranslationPipeline
+from attnlab.tasks import EvaluateRequest, load_recipe, task_for_checkpoint
 from attnlab.tasks import train as train_task
 from attnlab.tasks.base import load_saved_recipe, saved_recipe
-from attnlab.tasks.language_model import LanguageModelTask
-from attnlab.tasks.translation import TranslationTask
 
 
 def train(args: argparse.Namespace) -> int:
@@ -45,21 +46,10 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
-def require(checkpoint: str, task: type[Task], command: str) -> None:
-    """Refuse, in one line, a checkpoint whose model ``task`` does not train (``translate``
-    given a language model, ...), naming its model type and the ones ``command`` takes."""
-    model_type = load_config(checkpoint).get("model_type")
-    if model_type not in task.recipe_class.model_types:
-        takes = ", ".join(task.recipe_class.model_types)
-        raise ValueError(
-            f"checkpoint {checkpoint} has model_type {model_type!r}; {command} takes {takes} checkpoints"
-        )
-
-
 def translate(args: argparse.Namespace) -> int:
     """``attnlab translate CHECKPOINT``: stdin lines → stdout translations, one per line, written
     (and flushed) chunk by chunk as they are decoded, so Ctrl-C keeps every finished line."""
-    require(args.checkpoint, TranslationTask, "translate")
+    TranslationPipeline.check_checkpoint(args.checkpoint, "translate")
     translator = TranslationPipeline.from_checkpoint(args.checkpoint, device=args.device)
     decoding = translator.settings(beam_size=args.beam, length_penalty=args.length_penalty,
                                    batch_size=args.batch_size, max_len=args.max_len)
@@ -76,7 +66,7 @@ def plot_alignment(args: argparse.Namespace) -> int:
     from attnlab.visualize.figure import picture_format
 
     picture_format(args.out)  # a picture it could not save is refused before any work
-    require(args.checkpoint, TranslationTask, "plot-alignment")
+    TranslationPipeline.check_checkpoint(args.checkpoint, "plot-alignment")
     translator = TranslationPipeline.from_checkpoint(args.checkpoint, device=args.device)
     decoding = translator.settings(beam_size=args.beam, length_penalty=args.length_penalty)
     source = args.src.strip()
@@ -101,7 +91,7 @@ def evaluate(args: argparse.Namespace) -> int:
 def generate(args: argparse.Namespace) -> int:
     """``attnlab generate CHECKPOINT --prompt ...``: print the prompt and its continuation,
     streamed as it is drawn (Ctrl-C keeps what was printed)."""
-    require(args.checkpoint, LanguageModelTask, "generate")
+    LanguageModelPipeline.check_checkpoint(args.checkpoint, "generate")
     pipeline = LanguageModelPipeline.from_checkpoint(args.checkpoint, device=args.device)
     shown = [args.prompt]  # the prompt goes out with the first piece, once the prompt is known good
 
@@ -129,14 +119,12 @@ def caption(args: argparse.Namespace) -> int:
     the model's channels and size, captioned with the checkpoint recipe's beam settings, one line
     an image; ``--attention PNG`` draws the attention that wrote each word (Xu et al. 2015,
     Figure 3)."""
-    from attnlab.pipelines import CaptioningPipeline
-    from attnlab.tasks.captioning import CaptioningTask
     from attnlab.tasks.captioning_recipe import CaptionRecipe
     from attnlab.visualize.figure import picture_format
 
     if args.attention:
         picture_format(args.attention)  # a picture it could not save is refused before any work
-    require(args.checkpoint, CaptioningTask, "caption")
+    CaptioningPipeline.check_checkpoint(args.checkpoint, "caption")
     load_saved_recipe(args.checkpoint, CaptionRecipe)  # its decoding settings: refused naming it if bad
     captioner = CaptioningPipeline.from_checkpoint(args.checkpoint, device=args.device)
     images = captioner.read_images(args.images)
@@ -151,6 +139,13 @@ def caption(args: argparse.Namespace) -> int:
         picture = captioner.plot_attention(images, ids, args.attention, titles)
         print(f"attention picture: {picture}", flush=True)
     return 0
+
+
+def finetune(args: argparse.Namespace) -> int:
+    """``attnlab finetune``: both arms of the GPT-1 transfer experiment (:mod:`attnlab.tasks.finetune`)."""
+    from attnlab.tasks.finetune import cli
+
+    return cli(args)
 
 
 def read_chunks(stream: IO, max_lines: int, *, errors: str = "strict") -> Iterator[list[str]]:
