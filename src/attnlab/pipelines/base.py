@@ -93,7 +93,7 @@ class DecodingPipeline(Pipeline):
     default_decoding: ClassVar[DecodeConfig] = DecodeConfig()
     decoding: DecodeConfig
 
-    def _decode_with(self, decoding: DecodeConfig | None, recipe: dict[str, Any] | None) -> None:
+    def __init__(self, *, decoding: DecodeConfig | None = None, recipe: dict[str, Any] | None = None) -> None:
         self.recipe = recipe or {}
         self.decoding = decoding or saved_decoding(self.recipe, self.default_decoding)
 

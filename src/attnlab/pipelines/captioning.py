@@ -43,7 +43,7 @@ class CaptioningPipeline(DecodingPipeline):
     def __init__(self, model: nn.Module, tokenizer: AnyTokenizer, *, decoding: DecodeConfig | None = None,
                  recipe: dict[str, Any] | None = None) -> None:
         self.model, self.tokenizer = model, tokenizer
-        self._decode_with(decoding, recipe)
+        super().__init__(decoding=decoding, recipe=recipe)
 
     @classmethod
     def from_files(cls, model: nn.Module, checkpoint: Path, recipe: dict[str, Any]) -> CaptioningPipeline:

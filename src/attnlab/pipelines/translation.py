@@ -53,7 +53,7 @@ class TranslationPipeline(DecodingPipeline):
     def __init__(self, model: nn.Module, src_tok: AnyTokenizer, tgt_tok: AnyTokenizer, *,
                  decoding: DecodeConfig | None = None, recipe: dict[str, Any] | None = None) -> None:
         self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
-        self._decode_with(decoding, recipe)
+        super().__init__(decoding=decoding, recipe=recipe)
 
     @classmethod
     def from_files(cls, model: nn.Module, checkpoint: Path, recipe: dict[str, Any]) -> TranslationPipeline:
