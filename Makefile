@@ -23,7 +23,7 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 demo: install
-	$(PY) -m attnlab.labs.demo --out runs/demo
+	$(PY) -m attnlab.cli demo --out runs/demo
 
 test: install-test
 	$(PY) -m pytest -q

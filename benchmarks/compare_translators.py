@@ -36,7 +36,8 @@ from _figures import line_chart  # noqa: E402
 from attnlab.data import load_multi30k  # noqa: E402
 from attnlab.evaluation import bleu  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
-from attnlab.tasks.translation import Translator, checkpoint_decoding, score  # noqa: E402
+from attnlab.pipelines import TranslationPipeline  # noqa: E402
+from attnlab.tasks.translation import score  # noqa: E402
 from attnlab.training.metrics import read_metrics  # noqa: E402
 
 EDGES = (8, 10, 12, 15, 19)  # source words: <= 8, 9-10, 11-12, 13-15, 16-19, >= 20
@@ -79,12 +80,11 @@ def training_figures(run: Path) -> dict:
 
 
 def evaluate_run(run: Path, name: str, split: str) -> dict:
-    translator, recipe = Translator.load(run / "final")
-    data = recipe["data"]
+    translator = TranslationPipeline.from_checkpoint(run / "final")
+    data = translator.recipe["data"]
     pairs = load_multi30k(split, data["src_lang"], data["tgt_lang"])
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    decoding = checkpoint_decoding(recipe)
-    hyps = translator.translate(sources, decoding)
+    hyps = translator.translate(sources)
     buckets: dict[int, list[int]] = {}
     for i, source in enumerate(sources):
         buckets.setdefault(bucket_of(len(source.split())), []).append(i)
@@ -98,8 +98,8 @@ def evaluate_run(run: Path, name: str, split: str) -> dict:
         "model_type": translator.model.model_type,
         "parameters": translator.model.num_parameters(),
         **training_figures(run),
-        "beam": decoding.beam_size,
-        "length_penalty": decoding.length_penalty,
+        "beam": translator.decoding.beam_size,
+        "length_penalty": translator.decoding.length_penalty,
         "bleu": scores["bleu"],
         "chrf": scores["chrf"],
         "bleu_signature": scores["bleu_signature"],

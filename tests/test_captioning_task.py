@@ -13,11 +13,12 @@ import pytest
 import torch
 from PIL import Image
 
+from attnlab.cli.commands import caption as caption_command
 from attnlab.data import make_scenes
 from attnlab.data.scenes import caption, caption_digits
 from attnlab.tasks import EvaluateRequest, train
-from attnlab.tasks.captioner import box_share
-from attnlab.tasks.captioning import CaptioningTask, caption_cli
+from attnlab.tasks.caption_boxes import box_share, word_boxes
+from attnlab.tasks.captioning import CaptioningTask
 from attnlab.tasks.captioning_recipe import CaptionRecipe
 from trained_toys import CAPTION_SCENES, requires_mnist, train_captioner
 from trained_toys import caption_recipe as recipe
@@ -47,14 +48,14 @@ def test_scenes_run_trains_scores_draws_and_evaluates_again(tmp_path, capsys):
     args = argparse.Namespace(checkpoint=str(run / "final"), images=[str(scene), str(rgb)],
                               attention=str(tmp_path / "att.png"), beam=1, device="cpu")
     capsys.readouterr()
-    assert caption_cli(args) == 0
+    assert caption_command(args) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"{scene}\t") and lines[1].startswith(f"{rgb}\t")
     assert (tmp_path / "att.png").is_file()
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"not an image")
     with pytest.raises(ValueError, match="broken.png"):
-        caption_cli(argparse.Namespace(**{**vars(args), "images": [str(broken)], "attention": None}))
+        caption_command(argparse.Namespace(**{**vars(args), "images": [str(broken)], "attention": None}))
 
 
 def test_a_folder_of_photos_trains_through_the_same_path(tmp_path):
@@ -92,13 +93,10 @@ def test_box_share_is_the_mass_over_the_box_pixels():
 
 @requires_mnist
 def test_number_words_map_to_their_digits_boxes():
-    from attnlab.tasks.captioner import Captioner
-
-    captioner = Captioner(model=None, tokenizer=None)
     for scene in make_scenes("test", 20, seed=3):
         words = caption(scene)
         digits = [{"box": d.box} for d in scene.digits]
-        boxes = captioner.word_boxes([*words, "<eos>"], digits)
+        boxes = word_boxes([*words, "<eos>"], digits)
         for t, index in enumerate(caption_digits(scene)):
             assert boxes[t] == (None if index < 0 else scene.digits[index].box)
 
@@ -120,7 +118,7 @@ def test_a_tiny_captioner_overfits_eight_scenes():
     from attnlab.data.scenes import caption_text
     from attnlab.data.tokenizers import WordTokenizer
     from attnlab.models import ShowAttendTell, ShowAttendTellConfig
-    from attnlab.tasks.captioner import Captioner
+    from attnlab.pipelines import CaptioningPipeline
     from attnlab.tasks.captioning import caption_loss
 
     torch.manual_seed(0)
@@ -139,4 +137,5 @@ def test_a_tiny_captioner_overfits_eight_scenes():
         (loss / words).backward()
         optimizer.step()
     model.eval()
-    assert Captioner(model, tok).caption(data.images, beam_size=1) == texts
+    captioner = CaptioningPipeline(model, tok)
+    assert captioner.caption(data.images, captioner.settings(beam_size=1)) == texts

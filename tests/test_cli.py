@@ -31,6 +31,21 @@ def test_console_script_runs_without_importing_torch():
     assert out.stdout.strip() == "False"
 
 
+def test_parsing_imports_no_subcommand_and_no_heavy_library():
+    """``attnlab --help`` (and parsing any command line) loads argparse and attnlab's light
+    modules only: the subcommands' bodies (attnlab.cli.commands, .explorer, .labs) and what they
+    import come when their subcommand runs."""
+    heavy = ("torch", "numpy", "matplotlib", "tokenizers", "safetensors", "starlette", "uvicorn", "PIL",
+             "tqdm", "attnlab.models", "attnlab.pipelines", "attnlab.tasks", "attnlab.cli.commands",
+             "attnlab.cli.explorer", "attnlab.cli.labs", "attnlab.explorer.models", "attnlab.explorer.app")
+    argvs = [["serve"], ["lab", "heads"], ["translate", "c"], ["demo"], ["finetune", "--checkpoint", "c"]]
+    code = ("import sys; from attnlab.cli import build_parser, parse_args; parser = build_parser(); "
+            f"[parse_args(parser, argv) for argv in {argvs!r}]; "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_missing_config_is_a_clean_error(tmp_path, capsys):
     code = main(["train", "--config", str(tmp_path / "nope.toml")])
     assert code == 2
@@ -167,7 +182,7 @@ def test_a_truncated_gzip_corpus_names_the_file(tmp_path):
 
 
 def test_a_defect_is_one_line_and_debug_shows_the_traceback(monkeypatch, capsys):
-    import attnlab.tasks.commands as commands
+    import attnlab.cli.commands as commands
 
     def broken(args):
         raise TypeError("an attnlab bug")
@@ -181,7 +196,7 @@ def test_a_defect_is_one_line_and_debug_shows_the_traceback(monkeypatch, capsys)
 
 
 def test_a_diverged_run_is_an_error_not_a_defect(monkeypatch, capsys):
-    import attnlab.tasks.commands as commands
+    import attnlab.cli.commands as commands
     from attnlab.training.config import NonFiniteLossError
 
     def diverges(args):
@@ -197,7 +212,7 @@ def test_a_diverged_run_is_an_error_not_a_defect(monkeypatch, capsys):
     ("raised", "code", "name"), [(KeyboardInterrupt, 130, "SIGINT"), (None, 143, "SIGTERM")]
 )
 def test_interruptions_exit_with_the_signals_code(monkeypatch, capsys, raised, code, name):
-    import attnlab.tasks.commands as commands
+    import attnlab.cli.commands as commands
     from attnlab.signals import Terminated
 
     def interrupted(args):

@@ -61,7 +61,7 @@ def test_demo_translator_reaches_measured_bleu_floor(tmp_path):
     out = tmp_path / "demo"
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     proc = subprocess.run(
-        [sys.executable, "-m", "attnlab.labs.demo", "--out", str(out)],
+        [sys.executable, "-m", "attnlab.cli", "demo", "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, check=True,
     )
     results = json.loads((out / "results.json").read_text())

@@ -19,7 +19,6 @@ from attnlab.explorer import app as explorer_app
 from attnlab.explorer import views
 from attnlab.explorer.models import ModelSet
 from attnlab.explorer.requests import LIMITS, MAX_BODY_BYTES, MAX_SOURCE_TOKENS, MAX_TEXT_CHARS
-from attnlab.tasks.translation import checkpoint_decoding
 from explorer_toys import api_client, serving
 
 SOURCE = "Ein Kind spielt mit einem Ball."
@@ -63,12 +62,12 @@ def test_translate(client, models):
     assert response.status_code == 200 and response.headers["content-type"] == "application/json"
     view = response.json()
     served = models.get("translator")
-    expected = served.model.translate([SOURCE], checkpoint_decoding(served.extra, beam_size=2))[0]
+    expected = served.pipeline.translate([SOURCE], served.pipeline.settings(beam_size=2))[0]
     assert view["translation"] == expected and view["beam"] == 2
     T, S = len(view["target_tokens"]), len(view["source_tokens"])
     assert torch.tensor(view["attention"]).shape == (2, 2, T, S)
     default = post(client, "translate", {"text": SOURCE}).json()  # the recipe's beam
-    assert default["beam"] == 3 and default == views.translation_view(served.model, served.extra, SOURCE)
+    assert default["beam"] == 3 and default == views.translation_view(served.pipeline, SOURCE)
     named = post(client, "translate", {"text": SOURCE, "checkpoint": served.name, "beam": None}).json()
     assert named == default
 
@@ -81,7 +80,7 @@ def test_generate_streams_ndjson(client, models):
         assert response.headers["content-type"].startswith("application/x-ndjson")
         events = [json.loads(line) for line in response.iter_lines() if line]
     served, expected = models.get("gpt"), []
-    views.generate(served.model, served.extra, "Hi", expected.append, max_new_tokens=12, temperature=0.9,
+    views.generate(served.pipeline, "Hi", expected.append, max_new_tokens=12, temperature=0.9,
                    top_k=None, top_p=None, seed=5)
     assert events == json.loads(json.dumps(expected))
     assert [e["event"] for e in events] == ["prompt", *["token"] * 12, "done"]
@@ -222,7 +221,7 @@ def test_concurrent_requests_take_turns_on_a_model_off_the_event_loop(models, mo
     monkeypatch.setattr(explorer_app.views, "translation_view", watched)
     served = models.get("translator")
     sentences = ["Ein Hund läuft.", "Die Katze schläft.", "Eine Frau liest ein Buch.", "Zwei Männer."] * 3
-    alone = {s: original(served.model, served.extra, s, beam=2) for s in set(sentences)}
+    alone = {s: original(served.pipeline, s, beam=2) for s in set(sentences)}
     with serving(models) as base, httpx.Client(base_url=base, timeout=60) as http:
         with ThreadPoolExecutor(max_workers=len(sentences)) as pool:
             futures = [pool.submit(http.post, "/api/translate", json={"text": s, "beam": 2})
@@ -244,7 +243,7 @@ def test_generation_is_streamed_and_stops_when_the_client_leaves(models, monkeyp
     then reads three more and hangs up; the generation stops at its next token."""
     gate, stopped_at = threading.Event(), []
 
-    def slow_generate(model, tokenizer, prompt, emit, **settings):
+    def slow_generate(pipeline, prompt, emit, **settings):
         emit({"event": "prompt"})
         assert gate.wait(timeout=30), "the first event was not streamed"
         for index in range(100_000):

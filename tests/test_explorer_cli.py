@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from attnlab.cli import build_parser, main
-from attnlab.explorer.commands import server_token
+from attnlab.cli.explorer import server_token
 from attnlab.explorer.export import export_views
 from attnlab.explorer.models import ModelSet, load_gpt, load_translator
 from attnlab.explorer.page import json_for_html, render_page

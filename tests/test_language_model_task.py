@@ -238,7 +238,7 @@ def test_settings_that_would_fail_after_training_fail_before_it(tmp_path, capsys
 
 
 def test_text_stream_writes_each_piece_and_holds_back_half_characters():
-    from attnlab.tasks.language_model import TextStream
+    from attnlab.pipelines.streams import TextStream
 
     tokenizer = Tokenizer.train(["Grüße aus Köln, ihr Lieben. " * 50], 300)
     ids = tokenizer.encode("Grüße aus Köln")

@@ -1,4 +1,4 @@
-"""The command line's numbers (attnlab.options): every value out of what an option can mean is
+"""The command line's numbers (attnlab.cli.options): every value out of what an option can mean is
 refused by argparse in one line naming the option, before anything runs. (The explorer's
 commands check theirs with the API's own request checks: tests/test_explorer_cli.py.)"""
 
@@ -9,7 +9,7 @@ import argparse
 import pytest
 
 from attnlab.cli import main
-from attnlab.options import COUNT, MAX_SEED, NON_NEGATIVE, PROBABILITY, SEED, THREADS, number
+from attnlab.cli.options import COUNT, MAX_SEED, NON_NEGATIVE, PROBABILITY, SEED, THREADS, number
 
 
 @pytest.mark.parametrize(("kind", "text"), [

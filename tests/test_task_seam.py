@@ -188,17 +188,17 @@ def test_evaluate_request_defaults():
 
 def test_decoding_defaults_to_the_checkpoints_recipe_and_the_command_line_wins():
     from attnlab.cli import build_parser
-    from attnlab.tasks.translation import checkpoint_decoding
+    from attnlab.pipelines import saved_decoding, with_overrides
 
     recipe = {"eval": {"beam_size": 4, "length_penalty": 2.0, "average_last": 10}}
     args = build_parser().parse_args(["evaluate", "ckpt"])
     assert (args.beam, args.length_penalty) == (None, None)
-    saved = checkpoint_decoding(recipe, beam_size=args.beam, length_penalty=args.length_penalty)
+    saved = with_overrides(saved_decoding(recipe), beam_size=args.beam, length_penalty=args.length_penalty)
     assert (saved.beam_size, saved.length_penalty) == (4, 2.0)
     args = build_parser().parse_args(["translate", "ckpt", "--beam", "1", "--length-penalty", "0"])
-    given = checkpoint_decoding(recipe, beam_size=args.beam, length_penalty=args.length_penalty)
+    given = with_overrides(saved_decoding(recipe), beam_size=args.beam, length_penalty=args.length_penalty)
     assert (given.beam_size, given.length_penalty) == (1, 0.0)
-    assert checkpoint_decoding({}).length_penalty == 0.6  # a checkpoint without a recipe
+    assert saved_decoding({}).length_penalty == 0.6  # a checkpoint without a recipe
 
 
 def test_a_model_registers_itself_once():

@@ -16,9 +16,9 @@ import torch
 
 from attnlab.cli import main
 from attnlab.data import load_multi30k, load_tokenizers
+from attnlab.generation import beam_search
 from attnlab.models import GPT, GPTConfig, Transformer
 from attnlab.tasks import EvaluateRequest, TranslationTask, load_recipe
-from attnlab.tasks.translation import translate
 from attnlab.tasks.translation_recipe import TranslationRecipe
 from attnlab.training import plot_run
 from trained_toys import TRANSLATION_RECIPE as DEMO
@@ -72,13 +72,22 @@ def test_translate_cli_keeps_lines_and_blank_lines(run_dir, monkeypatch, capsys)
     out = capsys.readouterr().out.split("\n")
     assert out[-1] == "" and len(out[:-1]) == len(lines)
     assert out[1] == "" and out[3] == ""
-    # Order is kept: each line equals translating that sentence alone (with the recipe's
-    # output-length rule, which the CLI reads from recipe.json).
+    # Order is kept: each line equals translating that sentence alone, by hand: the model's beam
+    # search over the source ids, with the recipe's output-length rule (max_len_a = 1.0,
+    # max_len_b = 4), which the CLI reads from recipe.json.
     model = Transformer.from_pretrained(run_dir / "final")
     src_tok, tgt_tok = load_tokenizers(run_dir / "final")
-    rule = dict(max_len_a=1.0, max_len_b=4)
-    alone = [translate(model, src_tok, tgt_tok, [s], beam_size=2, **rule)[0] for s in lines]
-    assert out[:-1] == alone
+
+    def alone(sentence: str) -> str:
+        ids = src_tok.encode(sentence.strip())
+        if not ids:
+            return ""
+        ends = dict(bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id)
+        (best,) = beam_search(model, torch.tensor([ids]), beam_size=2, length_penalty=0.6,
+                              max_new_tokens=int(1.0 * len(ids) + 4), **ends)
+        return tgt_tok.decode(best[0].tokens)
+
+    assert out[:-1] == [alone(s) for s in lines]
 
 
 def test_translate_encodes_sources_without_specials(run_dir):

@@ -70,6 +70,7 @@ __all__ = [
 
 WEIGHTS_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
+RECIPE_FILE = "recipe.json"  # the parsed recipe a task saves into each of its checkpoints
 ExtraFiles = Mapping[str, "str | Path | bytes"]  # file name -> contents, or a file to copy
 _IO_ERROR = re.compile(r"I/O error: (?P<strerror>.+?) \(os error (?P<errno>\d+)\)")  # safetensors' words
 
@@ -177,6 +178,13 @@ def load_config(directory: str | Path) -> dict[str, Any]:
     if not directory.is_dir():
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
     return read_json(_require(directory, CONFIG_NAME), "checkpoint config")
+
+
+def saved_recipe_or_empty(directory: str | Path) -> dict[str, Any]:
+    """A checkpoint's ``recipe.json`` as a dict (decoding settings, the data it was trained
+    on); ``{}`` for a checkpoint that has none."""
+    file = Path(directory) / RECIPE_FILE
+    return read_json(file, "recipe") if file.is_file() else {}
 
 
 def load_state_file(file: str | Path, device: str | torch.device = "cpu") -> dict[str, Tensor]:

@@ -140,9 +140,13 @@ class Tokenizer(_Specials):
         """Each id decoded on its own (labels for attention heatmaps)."""
         return [self.hf.decode([i], skip_special_tokens=False) for i in _as_list(ids)]
 
+    def to_json(self) -> str:
+        """The file :meth:`save` writes: Hugging Face's ``tokenizer.json`` format."""
+        return self.hf.to_str(pretty=True)
+
     def save(self, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Path:
-        """Write ``directory/name`` (Hugging Face ``tokenizer.json`` format) atomically."""
-        return write_atomic(Path(directory) / name, self.hf.to_str(pretty=True))
+        """Write ``directory/name`` (:meth:`to_json`) atomically."""
+        return write_atomic(Path(directory) / name, self.to_json())
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Tokenizer:
@@ -213,10 +217,14 @@ class CharTokenizer(_Specials):
     def token_strings(self, ids: Ids) -> list[str]:
         return [self.itos[i] for i in self._content_ids(ids, skip_special=False)]
 
-    def save(self, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Path:
-        """Write ``directory/name`` (attnlab's character-tokenizer JSON) atomically."""
+    def to_json(self) -> str:
+        """The file :meth:`save` writes: attnlab's character-tokenizer JSON."""
         state = {"type": CHAR_FORMAT, "special_tokens": list(SPECIAL_TOKENS), "chars": self.chars}
-        return write_atomic(Path(directory) / name, json.dumps(state, ensure_ascii=False))
+        return json.dumps(state, ensure_ascii=False)
+
+    def save(self, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Path:
+        """Write ``directory/name`` (:meth:`to_json`) atomically."""
+        return write_atomic(Path(directory) / name, self.to_json())
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> CharTokenizer:
@@ -280,14 +288,19 @@ def train_bpe(
     )
 
 
+def tokenizer_files(src: AnyTokenizer, tgt: AnyTokenizer) -> dict[str, str]:
+    """A translation pair's tokenizer files, name → text: ``tokenizer.json`` if ``src is tgt``
+    (joint), else ``src_tokenizer.json`` and ``tgt_tokenizer.json``."""
+    if src is tgt:
+        return {TOKENIZER_FILE: src.to_json()}
+    return {SRC_TOKENIZER_FILE: src.to_json(), TGT_TOKENIZER_FILE: tgt.to_json()}
+
+
 def save_tokenizers(
     directory: str | os.PathLike[str], src: AnyTokenizer, tgt: AnyTokenizer
 ) -> list[Path]:
-    """Save beside a checkpoint: ``tokenizer.json`` if ``src is tgt`` (joint), else
-    ``src_tokenizer.json`` and ``tgt_tokenizer.json``."""
-    if src is tgt:
-        return [src.save(directory, TOKENIZER_FILE)]
-    return [src.save(directory, SRC_TOKENIZER_FILE), tgt.save(directory, TGT_TOKENIZER_FILE)]
+    """Save :func:`tokenizer_files` beside a checkpoint, each atomically."""
+    return [write_atomic(Path(directory) / name, text) for name, text in tokenizer_files(src, tgt).items()]
 
 
 def load_tokenizers(directory: str | os.PathLike[str]) -> tuple[AnyTokenizer, AnyTokenizer]:

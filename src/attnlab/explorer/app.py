@@ -131,7 +131,7 @@ def stream_generation(served: Served, job: Job, req: GenerateRequest) -> AsyncIt
 
     def work() -> None:
         try:
-            views.generate(served.model, served.extra, req.prompt, emit, max_new_tokens=req.max_new_tokens,
+            views.generate(served.pipeline, req.prompt, emit, max_new_tokens=req.max_new_tokens,
                            temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed)
         except ClientLeft:
             return
@@ -173,15 +173,15 @@ def create_app(models: ModelSet, *, access: Access | None = None, limits: Bounds
     async def translate(request: Request) -> Response:
         req = translate_request(parse_body(await read_body(request)))
         served = models.get("translator", req.checkpoint)
-        view = await answer(request, served, Job(limits), bounds.translation, served.model, served.extra,
-                            req.text, req.beam)
+        view = await answer(request, served, Job(limits), bounds.translation, served.pipeline, req.text,
+                            req.beam)
         return JSONResponse(view)
 
     async def generate(request: Request) -> Response:
         req = generate_request(parse_body(await read_body(request)))
         served = models.get("gpt", req.checkpoint)
         try:
-            views.prompt_ids(served.extra, req.prompt)  # refused with a 422 before the stream starts
+            served.pipeline.prompt_ids(req.prompt)  # refused with a 422 before the stream starts
         except ValueError as err:
             raise invalid(str(err)) from None
         lines = stream_generation(served, Job(limits), req)
@@ -190,7 +190,8 @@ def create_app(models: ModelSet, *, access: Access | None = None, limits: Bounds
     async def heads(request: Request) -> Response:
         req = heads_request(parse_body(await read_body(request)))
         served = models.get("bert")
-        return JSONResponse(await answer(request, served, Job(limits), bounds.heads, served.model, req.text))
+        view = await answer(request, served, Job(limits), bounds.heads, served.pipeline, req.text)
+        return JSONResponse(view)
 
     routes = [
         Route("/", page),

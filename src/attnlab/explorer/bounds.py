@@ -11,24 +11,22 @@ The server (:mod:`.app`, on the model's worker thread) and ``attnlab export-html
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from attnlab.explorer import views
 from attnlab.explorer.errors import too_long
 from attnlab.explorer.requests import MAX_OUTPUT_TOKENS, MAX_SENTENCE_TOKENS, MAX_SOURCE_TOKENS
-from attnlab.tasks.translation import checkpoint_decoding
-from attnlab.tasks.translator import Translator
+from attnlab.pipelines import DecodeConfig, EncoderPipeline, TranslationPipeline
 
 
-def check_sentence_length(encoder: Any, text: str, limit: int = MAX_SENTENCE_TOKENS) -> None:
+def check_sentence_length(encoder: EncoderPipeline, text: str, limit: int = MAX_SENTENCE_TOKENS) -> None:
     """413 when ``text`` has more than ``limit`` word pieces (``[CLS]``, ``[SEP]`` included)."""
     count = int(encoder.tokenize([text])["attention_mask"].sum())
     if count > limit:
         raise too_long(f"text has {count} word pieces; the limit is {limit}")
 
 
-def source_length(translator: Translator, text: str, limit: int = MAX_SOURCE_TOKENS) -> int:
+def source_length(translator: TranslationPipeline, text: str, limit: int = MAX_SOURCE_TOKENS) -> int:
     """The subwords of ``text`` as the translator encodes it; 413 over ``limit``."""
     count = len(translator.src_tok.encode(text.strip()))
     if count > limit:
@@ -36,23 +34,19 @@ def source_length(translator: Translator, text: str, limit: int = MAX_SOURCE_TOK
     return count
 
 
-def output_limit(recipe: Mapping[str, Any], source_tokens: int, cap: int = MAX_OUTPUT_TOKENS) -> int:
-    """The most subwords a translation of ``source_tokens`` may have: the recipe's own limit
-    (``max_len``, else ``max_len_a · S + max_len_b``, at least 1), at most ``cap``."""
-    decoding = checkpoint_decoding(recipe)
-    natural = decoding.max_len or int(decoding.max_len_a * source_tokens + decoding.max_len_b)
-    return max(1, min(natural, cap))
+def output_limit(decoding: DecodeConfig, source_tokens: int, cap: int = MAX_OUTPUT_TOKENS) -> int:
+    """The most subwords a translation of ``source_tokens`` may have: the checkpoint's own
+    limit (``max_len``, else ``max_len_a · S + max_len_b``, at least 1), at most ``cap``."""
+    return min(decoding.limit(source_tokens), cap)
 
 
-def translation(
-    translator: Translator, recipe: Mapping[str, Any], text: str, beam: int | None
-) -> dict[str, Any]:
+def translation(translator: TranslationPipeline, text: str, beam: int | None) -> dict[str, Any]:
     """:func:`.views.translation_view` of ``text`` within the caps."""
-    max_len = output_limit(recipe, source_length(translator, text))
-    return views.translation_view(translator, recipe, text, beam=beam, max_len=max_len)
+    max_len = output_limit(translator.decoding, source_length(translator, text))
+    return views.translation_view(translator, text, beam=beam, max_len=max_len)
 
 
-def heads(encoder: Any, text: str) -> dict[str, Any]:
+def heads(encoder: EncoderPipeline, text: str) -> dict[str, Any]:
     """:func:`.views.head_view` of ``text`` within the cap on word pieces."""
     check_sentence_length(encoder, text)
     return views.head_view(encoder, text)

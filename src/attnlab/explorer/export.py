@@ -51,7 +51,7 @@ def export_views(
     }
     if (served := by_kind["translator"]) is not None:
         req = translate_request({"text": source, "beam": beam})
-        view = bounds.translation(served.model, served.extra, req.text, req.beam)
+        view = bounds.translation(served.pipeline, req.text, req.beam)
         data["translate"] = {"request": {"text": req.text, "beam": view["beam"], "checkpoint": served.name},
                              "view": view}
     if (served := by_kind["gpt"]) is not None:
@@ -59,13 +59,13 @@ def export_views(
                   "seed": seed}
         req = generate_request(fields)
         events: list[dict[str, Any]] = []
-        views.generate(served.model, served.extra, req.prompt, events.append,
+        views.generate(served.pipeline, req.prompt, events.append,
                        max_new_tokens=req.max_new_tokens, temperature=req.temperature, top_k=req.top_k,
                        top_p=req.top_p, seed=req.seed)
         data["generate"] = {"request": {**fields, "checkpoint": served.name}, "view": {"events": events}}
     if (served := by_kind["bert"]) is not None:
         req = heads_request({"text": sentence})
-        data["heads"] = {"request": {"text": req.text}, "view": bounds.heads(served.model, req.text)}
+        data["heads"] = {"request": {"text": req.text}, "view": bounds.heads(served.pipeline, req.text)}
     return data
 
 

@@ -50,15 +50,15 @@ def checkpoint_id(path: str | Path) -> str:
 
 @dataclass
 class Served:
-    """One loaded model: its ``kind``, its ``name`` (the short id requests use), the model
-    object(s), the ``path`` it was loaded from (never sent) and its worker. ``info`` is what
-    ``GET /api/models`` says about it besides its name."""
+    """One loaded model: its ``kind``, its ``name`` (the short id requests use), its pipeline
+    (:mod:`attnlab.pipelines`: the model with its tokenizer and decoding settings), the ``path``
+    it was loaded from (never sent) and its worker. ``info`` is what ``GET /api/models`` says
+    about it besides its name."""
 
     kind: str
     name: str
-    model: Any
+    pipeline: Any
     info: dict[str, Any]
-    extra: Any = None  # a translator's recipe, a GPT's tokenizer
     path: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     executor: ThreadPoolExecutor = field(init=False, repr=False)
@@ -99,28 +99,29 @@ def _checkpoint_dir(flag: str, path: str) -> Path:
 
 
 def load_translator(path: str, device: str = "cpu", command: str = "serve") -> Served:
-    """A translation checkpoint (Transformer, Bahdanau, Cho) with its tokenizers and recipe;
-    a checkpoint of another task is refused naming ``command`` (``serve``, ``export-html``)."""
-    from attnlab.tasks.commands import require
-    from attnlab.tasks.translation import TranslationTask, Translator, checkpoint_decoding
+    """A translation checkpoint (Transformer, Bahdanau, Cho) as its
+    :class:`~attnlab.pipelines.TranslationPipeline`; a checkpoint of another task is refused
+    naming ``command`` (``serve``, ``export-html``)."""
+    from attnlab.pipelines import TranslationPipeline
 
-    require(str(_checkpoint_dir("--translator", path)), TranslationTask, f"{command} --translator")
-    translator, recipe = Translator.load(path, device=device)
+    TranslationPipeline.check_checkpoint(_checkpoint_dir("--translator", path), f"{command} --translator")
+    translator = TranslationPipeline.from_checkpoint(path, device=device)
     config = translator.model.config
     info = {
         "model_type": translator.model.model_type,
         "attention": translator.draws_attention,
         "layers": getattr(config, "num_decoder_layers", 1), "heads": getattr(config, "num_heads", 1),
-        "beam": checkpoint_decoding(recipe).beam_size,
+        "beam": translator.decoding.beam_size,
     }
-    return Served("translator", checkpoint_id(path), translator, info, extra=recipe, path=path)
+    return Served("translator", checkpoint_id(path), translator, info, path=path)
 
 
 def load_gpt(path: str, device: str = "cpu") -> Served:
-    """A GPT checkpoint and its tokenizer."""
-    from attnlab.tasks.language_model import load_lm
+    """A GPT checkpoint as its :class:`~attnlab.pipelines.LanguageModelPipeline`."""
+    from attnlab.pipelines import LanguageModelPipeline
 
-    model, tokenizer = load_lm(_checkpoint_dir("--gpt", path), device=device)
+    pipeline = LanguageModelPipeline.from_checkpoint(_checkpoint_dir("--gpt", path), device=device)
+    model = pipeline.model
     if model.model_type != "gpt":
         raise ValueError(
             f"--gpt {path}: model_type {model.model_type!r}; the explorer shows a gpt's attention"
@@ -128,7 +129,7 @@ def load_gpt(path: str, device: str = "cpu") -> Served:
     config = model.config
     info = {"model_type": "gpt", "layers": config.num_layers, "heads": config.num_heads,
             "block_size": config.block_size, "vocab_size": config.vocab_size}
-    return Served("gpt", checkpoint_id(path), model, info, extra=tokenizer, path=path)
+    return Served("gpt", checkpoint_id(path), pipeline, info, path=path)
 
 
 def default_bert() -> str | None:
@@ -141,16 +142,17 @@ def default_bert() -> str | None:
 
 
 def load_encoder(path: str, device: str = "cpu") -> Served:
-    """A Hugging Face BERT directory through :func:`attnlab.interop.bert.load_bert`."""
-    from attnlab.interop.bert import load_bert
+    """A Hugging Face BERT directory (or an attnlab encoder checkpoint) as its
+    :class:`~attnlab.pipelines.EncoderPipeline`."""
+    from attnlab.pipelines import EncoderPipeline
 
-    encoder = load_bert(_checkpoint_dir("--bert", path)).to(device)
+    encoder = EncoderPipeline.from_checkpoint(_checkpoint_dir("--bert", path), device=device)
     return served_encoder(checkpoint_id(path), encoder, path=path)
 
 
 def served_encoder(name: str, encoder: Any, path: str | None = None) -> Served:
-    """An in-memory :class:`~attnlab.models.Encoder` with its tokenizer attached, called ``name``."""
-    config = encoder.config
+    """An in-memory :class:`~attnlab.pipelines.EncoderPipeline`, called ``name``."""
+    config = encoder.model.config
     info = {"model_type": "encoder", "layers": config.num_layers, "heads": config.num_heads}
     return Served("bert", name, encoder, info, path=path)
 

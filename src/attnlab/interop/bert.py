@@ -1,15 +1,17 @@
-"""Hugging Face BERT directories → :class:`~attnlab.models.Encoder` with its tokenizer.
+"""Hugging Face BERT directories → :class:`~attnlab.models.Encoder` (the model; its tokenizer is
+the pipeline's, :class:`attnlab.pipelines.EncoderPipeline`, which reads the same directory).
 
 >>> from attnlab.interop.bert import load_bert
->>> encoder = load_bert("path/to/all-MiniLM-L6-v2")
->>> encoder.encode_sentences(["A man is playing a guitar.", ""]).shape
-torch.Size([2, 384])
+>>> load_bert("path/to/all-MiniLM-L6-v2").config.d_model
+384
+>>> from attnlab.pipelines import EncoderPipeline
+>>> EncoderPipeline.from_checkpoint("path/to/all-MiniLM-L6-v2").embed(["A man is playing a guitar."]).shape
+torch.Size([1, 384])
 
 Reads, and never unpickles:
 
 * ``config.json`` — a ``BertModel`` config (absolute positions, ``gelu`` or ``relu``);
 * ``model.safetensors`` — the weights (``pytorch_model.bin`` is refused: it is a pickle);
-* ``tokenizer.json`` — loaded with Hugging Face ``tokenizers``;
 * sentence-transformers files when present: ``modules.json`` (a Transformer, a Pooling and
   an optional Normalize module), the pooling's ``config.json`` and
   ``sentence_bert_config.json`` (``max_seq_length``, ``do_lower_case``). Without them the
@@ -71,12 +73,11 @@ POOLING_KEYS = {  # sentence-transformers pooling flags → attnlab pooling mode
 
 
 def load_bert(path: str | Path) -> Encoder:
-    """An :class:`Encoder` with the weights, tokenizer and sentence-embedding settings of the
-    Hugging Face BERT directory ``path`` (see module docstring). The model is in eval mode.
+    """An :class:`Encoder` with the weights and sentence-embedding settings of the Hugging Face
+    BERT directory ``path`` (see module docstring). The model is in eval mode.
 
     Raises:
-        FileNotFoundError: ``path``, its ``config.json``, ``model.safetensors`` or
-            ``tokenizer.json`` is missing.
+        FileNotFoundError: ``path``, its ``config.json`` or ``model.safetensors`` is missing.
         ValueError: a config attnlab's encoder cannot reproduce (non-BERT model type,
             non-absolute positions, another activation, a decoder, unsupported pooling or
             sentence-transformers modules), or weights that do not match the config.
@@ -90,9 +91,6 @@ def load_bert(path: str | Path) -> Encoder:
     config = bert_config(hf, pooler=has_pooler, **sentence_settings(path, hf))
     encoder = Encoder(config)
     load_into(encoder, convert_state_dict(state, config.num_layers), path)
-    from tokenizers import Tokenizer
-
-    encoder.set_tokenizer(Tokenizer.from_file(str(_require(path, "tokenizer.json"))))
     return encoder.eval()
 
 

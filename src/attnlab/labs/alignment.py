@@ -5,14 +5,14 @@ Figure 3).
 
 The lab translates Multi30k test sentences (the split and language pair of the checkpoint's
 ``recipe.json``, decoded with its beam settings; greedily in quick mode), reads back the
-encoder-decoder attention of each translation (:meth:`Translator.alignment`: an RNN decoder's
+encoder-decoder attention of each translation (:meth:`TranslationPipeline.attention`: an RNN decoder's
 alignment ``α_ij``, or each layer of a Transformer's cross-attention, averaged over its heads)
 and measures **how diagonal** it is: the **diagonal mass**, the share of each output word's
 attention within ±1 source position of the monotone diagonal (the line from the first source
 and output tokens to the last ones; :func:`~attnlab.labs.pattern_scores.diagonal_mass`),
 averaged over the words of a sentence, then over the sentences. Beside it stands what
 uniform attention would put in the same band, the number to beat. The pictures are
-:meth:`Translator.plot_alignment` (``attnlab plot-alignment``) for the first sentences.
+:meth:`TranslationPipeline.plot_attention` (``attnlab plot-alignment``) for the first sentences.
 
 Checkpoints: ``--checkpoint``, else every one of runs/multi30k_bahdanau (Bahdanau's RNN) and
 runs/demo (a Transformer) that exists; the first one's numbers are the headline.
@@ -54,15 +54,13 @@ class Aligned:
 
 def align(translator, sources: list[str], decoding, progress: bool = False) -> list[Aligned]:
     """Translate ``sources`` with ``decoding`` and read back each translation's alignment in
-    every decoder layer (:meth:`Translator.alignment`)."""
+    every decoder layer (:meth:`~attnlab.pipelines.TranslationPipeline.attention`)."""
     from tqdm.auto import tqdm
 
     hyps = translator.translate(sources, decoding)
     out = []
     for source, hyp in tqdm(list(zip(sources, hyps, strict=True)), desc="alignments", disable=not progress):
-        first = translator.alignment(source, hyp, layer=0)
-        rest = [translator.alignment(source, hyp, layer=i).weights for i in range(1, first.layers)]
-        out.append(Aligned(source, hyp, [first.weights, *rest]))
+        out.append(Aligned(source, hyp, list(translator.attention(source, hyp).weights)))
     return out
 
 
@@ -100,13 +98,12 @@ def _test_sources(recipe: dict, count: int, data_dir: str | None) -> tuple[list[
 def _one_checkpoint(
     checkpoint: Path, out_dir: Path, options: LabOptions, report: LabReport, headline: bool
 ) -> None:
-    from attnlab.tasks.translation import checkpoint_decoding
-    from attnlab.tasks.translator import Translator
+    from attnlab.pipelines import TranslationPipeline
 
-    translator, recipe = Translator.load(checkpoint, device=options.device)
+    translator = TranslationPipeline.from_checkpoint(checkpoint, device=options.device)
     kind = translator.model.model_type
-    sources, where = _test_sources(recipe, SENTENCES[options.quick], options.data_dir)
-    decoding = checkpoint_decoding(recipe, beam_size=1 if options.quick else None)
+    sources, where = _test_sources(translator.recipe, SENTENCES[options.quick], options.data_dir)
+    decoding = translator.settings(beam_size=1 if options.quick else None)
     sentences = align(translator, sources, decoding, progress=options.progress and not options.quick)
     rows = []
     for layer in range(len(sentences[0].layers)):
@@ -133,7 +130,7 @@ def _one_checkpoint(
     )
     report.table(["decoder layer", "diagonal mass (mean of heads)", "uniform attention", "each head"], rows)
     for i, s in enumerate(sentences[:PICTURES[options.quick]]):
-        path = translator.plot_alignment(s.source, s.translation, out_dir / f"alignment_{kind}_{i}.png")
+        path = translator.plot_attention(s.source, s.translation, out_dir / f"alignment_{kind}_{i}.png")
         report.figure(path, f"{kind}: {s.source} → {s.translation or '(empty)'}")
 
 

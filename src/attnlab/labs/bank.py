@@ -25,8 +25,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.labs.minilm import EncodedSentence, cosine, encode_sentence, load_minilm
+from attnlab.labs.minilm import cosine, load_minilm
 from attnlab.labs.report import LabOptions, LabReport
+from attnlab.pipelines import EncodedSentence
 
 __all__ = ["MOVED", "SENTENCES", "SOURCE", "TITLE", "BankComparison", "compare", "run"]
 
@@ -55,9 +56,9 @@ class BankComparison:
 
 def compare(encoder, sentences: tuple[str, str] = SENTENCES, word: str = WORD) -> BankComparison:
     """Run both sentences through ``encoder`` and compare ``word`` in them (see module docstring)."""
-    first, second = (encode_sentence(encoder, s) for s in sentences)
+    first, second = (encoder.attention(s) for s in sentences)
     i, j = first.index(word), second.index(word)
-    table = encoder.token_embedding.weight.detach()
+    table = encoder.model.token_embedding.weight.detach()
     static = cosine(table[first.input_ids[i]], table[second.input_ids[j]])
     others = [t for t, tok in enumerate(second.tokens) if t != j and tok not in SPECIAL]
     cosines, baseline = [], []
@@ -72,7 +73,7 @@ def compare(encoder, sentences: tuple[str, str] = SENTENCES, word: str = WORD) -
 def moved_input_cosine(encoder, reference: EncodedSentence, sentence: str = MOVED, word: str = WORD) -> tuple:
     """Layer-0 vector of ``word`` in ``reference`` against ``word`` in ``sentence`` (another
     position): ``(position there, cosine)``."""
-    moved = encode_sentence(encoder, sentence)
+    moved = encoder.attention(sentence)
     k = moved.index(word)
     return k, cosine(reference.hidden[0][reference.index(word)], moved.hidden[0][k])
 

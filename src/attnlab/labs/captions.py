@@ -8,9 +8,9 @@ in quick mode) and reports, with the task's own measures (:mod:`attnlab.tasks.ca
 
 * exact match and sacreBLEU of the captions;
 * the **attention inside the box** of the digit each generated number word names
-  (:meth:`Captioner.attention_on_digits`: the attention mass of the step that wrote the word
-  that falls on the digit's pixels), against the box's share of the image (what uniform
-  attention would give), over all scenes and by the number of digits in the scene.
+  (:func:`~attnlab.tasks.caption_boxes.attention_on_digits`: the attention mass of the step
+  that wrote the word that falls on the digit's pixels), against the box's share of the image
+  (what uniform attention would give), over all scenes and by the number of digits in the scene.
 
 Its pictures are the task's: each test scene's caption with one attention map a word, the
 named digit's box outlined (:func:`attnlab.tasks.caption_pictures.draw_samples_and_mistakes`),
@@ -59,23 +59,25 @@ def load_test_scenes(checkpoint: Path, recipe, options: LabOptions, tokenizer):
 def by_digit_count(captioner, test, hyps: list[list[int]]) -> list[list]:
     """Per number of digits in the scene: scenes, exact match, attention inside the named
     digits' boxes and the boxes' share of the image (rows of the report's table)."""
+    from attnlab.tasks.caption_boxes import attention_on_digits
+
     if test.digits is None:
         return []
     rows = []
     for count in sorted({len(d) for d in test.digits}):
         index = [i for i, d in enumerate(test.digits) if len(d) == count]
         exact = sum(hyps[i] == test.ids[i] for i in index) / len(index)
-        box = captioner.attention_on_digits(test.images[index], [hyps[i] for i in index],
-                                            [test.digits[i] for i in index])
+        box = attention_on_digits(captioner, test.images[index], [hyps[i] for i in index],
+                                  [test.digits[i] for i in index])
         rows.append([count, len(index), exact, box["box_attention"], box["box_area"], box["box_words"]])
     return rows
 
 
 def run(out_dir: Path, options: LabOptions) -> LabReport:
     """Caption the test scenes, measure the attention on the named digits, draw the maps."""
+    from attnlab.pipelines import CaptioningPipeline
     from attnlab.tasks.base import load_saved_recipe
     from attnlab.tasks.caption_pictures import draw_samples_and_mistakes
-    from attnlab.tasks.captioner import Captioner
     from attnlab.tasks.captioning import test_scores
     from attnlab.tasks.captioning_recipe import CaptionRecipe
 
@@ -84,11 +86,11 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
     recipe = load_saved_recipe(checkpoint, CaptionRecipe)
     if options.quick:
         recipe = dataclasses.replace(recipe, eval=dataclasses.replace(recipe.eval, beam_size=1))
-    captioner = Captioner.from_checkpoint(checkpoint, device=options.device)
-    if not captioner.model.config.attention:
+    captioner = CaptioningPipeline.from_checkpoint(checkpoint, device=options.device)
+    if not captioner.draws_attention:
         raise LabUnavailable(f"lab captions: checkpoint {checkpoint} has no attention (attention = false); "
                              f"train one with `{DEFAULTS[0].command}`")
-    test = load_test_scenes(checkpoint, recipe, options, captioner.tok)
+    test = load_test_scenes(checkpoint, recipe, options, captioner.tokenizer)
     scores, hyps = test_scores(captioner, test, recipe, progress=options.progress)
     for key in ("exact_match", "bleu", "box_attention", "box_area", "box_words", "captions", "beam_size"):
         if key in scores:

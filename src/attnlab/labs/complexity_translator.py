@@ -91,8 +91,7 @@ def translator_cost(
     checkpoint: Path, data_dir: str | None = None, pairs_limit: int | None = None
 ) -> TranslatorCost:
     """BLEU from the run's ``results.json``; training FLOPs counted (module docstring)."""
-    from attnlab.data.tokenizers import load_tokenizers
-    from attnlab.models import load_pretrained
+    from attnlab.pipelines import TranslationPipeline
     from attnlab.training.state import load_trainer_state
 
     run_dir = run_of(checkpoint)
@@ -101,9 +100,11 @@ def translator_cost(
     if trainer is None:
         raise FileNotFoundError(f"no {TRAINER_NAME} in {checkpoint} or {run_dir}/checkpoints (tokens seen)")
     state = load_trainer_state(trainer / TRAINER_NAME)["state"]
-    model = load_pretrained(checkpoint)
-    data = read_json(checkpoint / "recipe.json", "recipe")["data"]
-    lengths = training_lengths(data, *load_tokenizers(checkpoint), data_dir, pairs_limit)
+    pipeline = TranslationPipeline.from_checkpoint(checkpoint)
+    if "data" not in pipeline.recipe:
+        raise ValueError(f"checkpoint {checkpoint} has no recipe.json naming its training data")
+    model, tokenizers = pipeline.model, (pipeline.src_tok, pipeline.tgt_tok)
+    lengths = training_lengths(pipeline.recipe["data"], *tokenizers, data_dir, pairs_limit)
     return TranslatorCost(
         run_dir=run_dir, pair=f"{results['src_lang']}-{results['tgt_lang']}", split=results["split"],
         bleu=float(results["bleu"]), steps=state.step, tokens_seen=state.tokens_seen,

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import torch
 
-from attnlab.labs.minilm import EncodedSentence, encode_sentence, load_minilm
+from attnlab.labs.minilm import load_minilm
 from attnlab.labs.report import LabOptions, LabReport
+from attnlab.pipelines import EncodedSentence
 
 __all__ = [
     "SENTENCES", "SOURCE", "TITLE", "HeadReading", "flips", "layer1_ratio_difference", "read_heads", "run",
@@ -90,7 +91,7 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
     """Read every head for both sentences, draw the grids, record the flips."""
     report = LabReport("coreference", TITLE, SOURCE)
     encoder = load_minilm(options)
-    encoded = {key: encode_sentence(encoder, s) for key, s in SENTENCES.items()}
+    encoded = {key: encoder.attention(s) for key, s in SENTENCES.items()}
     grids = {key: read_heads(enc) for key, enc in encoded.items()}
     flipped = flips(grids["tired"], grids["wide"])
     right = [lh for lh in flipped if _reading(grids["tired"], lh).answer == EXPECTED["tired"]]

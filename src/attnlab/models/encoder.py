@@ -9,20 +9,15 @@ et al. (2019) §3 for the token-type (segment) embeddings and the embedding Laye
 
 A sentence embedding pools the token states over the real (non-padding) tokens:
 ``mean`` (average), ``cls`` (the first token) or ``max`` (per-feature maximum), optionally
-L2-normalised — the sentence-transformers recipe. :meth:`Encoder.encode_sentences` runs
-the whole pipeline from strings with the tokenizer attached by
-:func:`attnlab.interop.bert.load_bert` (or :meth:`Encoder.set_tokenizer`).
+L2-normalised — the sentence-transformers recipe. The model reads token ids; its tokenizer is
+the pipeline's: :class:`attnlab.pipelines.EncoderPipeline` embeds strings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.models.base import PretrainedModel, register_model
@@ -33,11 +28,6 @@ from attnlab.modules.sequence_pooling import POOLINGS, as_bool_mask, pool
 from attnlab.modules.stacks import TransformerEncoderStack
 from attnlab.validation import check_choice, check_positive, check_rank, check_token_ids, shape_str
 
-if TYPE_CHECKING:
-    from tokenizers import Tokenizer
-
-TOKENIZER_NAME = "tokenizer.json"
-
 
 @dataclass
 class EncoderConfig(BlockConfig, PositionalConfig):
@@ -47,10 +37,10 @@ class EncoderConfig(BlockConfig, PositionalConfig):
 
     ``max_len`` bounds learned positions; ``type_vocab_size`` is the number of segments (0
     disables token-type embeddings); ``pooler`` adds BERT's ``tanh(W h_[CLS] + b)`` head. The
-    last four fields describe how :meth:`Encoder.encode_sentences` turns token states into a
-    sentence embedding: ``pooling`` (one of :data:`~attnlab.modules.sequence_pooling.POOLINGS`),
-    ``normalize`` (L2), ``max_seq_length`` (truncation, default ``max_len``) and ``lowercase``
-    (lower-case the text before tokenizing).
+    last four fields describe how a sentence becomes an embedding
+    (:meth:`attnlab.pipelines.EncoderPipeline.embed`): ``pooling`` (one of
+    :data:`~attnlab.modules.sequence_pooling.POOLINGS`), ``normalize`` (L2), ``max_seq_length``
+    (truncation, default ``max_len``) and ``lowercase`` (lower-case the text before tokenizing).
     """
 
     vocab_size: int
@@ -86,7 +76,7 @@ class EncoderConfig(BlockConfig, PositionalConfig):
 
     @property
     def sequence_limit(self) -> int:
-        """Longest tokenized input :meth:`Encoder.encode_sentences` feeds the model."""
+        """Longest tokenized input the pipeline feeds the model (its tokenizer truncates there)."""
         limit = self.max_seq_length or self.max_len
         return min(limit, self.max_len) if self.positional == "learned" else limit
 
@@ -100,8 +90,8 @@ class Encoder(PretrainedModel):
     ``attention_mask`` ``(B, n)`` bool or 0/1 (``1`` = real token), ``token_type_ids``
     ``(B, n)`` segment ids (default 0). Returns the token states ``(B, n, d)``, or
     ``(hidden, [weights (B, H, n, n) per layer])``. Sentence vectors: :func:`pool`, or
-    ``encode_sentences`` from strings. BERT's pooler (when ``config.pooler``):
-    ``encoder.pooler(hidden[:, 0])``.
+    :meth:`attnlab.pipelines.EncoderPipeline.embed` from strings. BERT's pooler (when
+    ``config.pooler``): ``encoder.pooler(hidden[:, 0])``.
     """
 
     model_type = "encoder"
@@ -121,7 +111,6 @@ class Encoder(PretrainedModel):
             config.block, config.num_layers, rotary=self.positions.rotary
         )
         self.pooler = nn.Sequential(nn.Linear(d, d), nn.Tanh()) if config.pooler else None
-        self.tokenizer: Tokenizer | None = None
         self.apply(_init_weights)
 
     def embed(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
@@ -159,89 +148,6 @@ class Encoder(PretrainedModel):
     ) -> Tensor:
         """:func:`pool` with ``config.pooling`` by default: ``(B, n, d)`` → ``(B, d)``."""
         return pool(hidden, attention_mask, mode or self.config.pooling)
-
-    def set_tokenizer(self, tokenizer: Tokenizer) -> None:
-        """Attach a Hugging Face ``tokenizers.Tokenizer``, configured (in place) to truncate
-        at ``config.sequence_limit`` tokens and to pad each batch to its longest sequence."""
-        pad_token = tokenizer.id_to_token(self.config.pad_id)
-        if pad_token is None:
-            raise ValueError(f"pad_id {self.config.pad_id} is not in the tokenizer's vocabulary")
-        tokenizer.enable_truncation(max_length=self.config.sequence_limit)
-        tokenizer.enable_padding(pad_id=self.config.pad_id, pad_token=pad_token)
-        self.tokenizer = tokenizer
-
-    def tokenize(self, sentences: Sequence[str]) -> dict[str, Tensor]:
-        """``input_ids``, ``attention_mask``, ``token_type_ids``, each ``(B, n)`` int64."""
-        if self.tokenizer is None:
-            raise ValueError(
-                "this Encoder has no tokenizer; use load_bert(path) or set_tokenizer()"
-            )
-        texts = [s.lower() if self.config.lowercase else s for s in _check_sentences(sentences)]
-        encodings = self.tokenizer.encode_batch(texts)
-        return {
-            "input_ids": torch.tensor([e.ids for e in encodings], dtype=torch.long),
-            "attention_mask": torch.tensor([e.attention_mask for e in encodings], dtype=torch.long),
-            "token_type_ids": torch.tensor([e.type_ids for e in encodings], dtype=torch.long),
-        }
-
-    def encode_sentences(self, sentences: Sequence[str], batch_size: int = 32) -> Tensor:
-        """Sentence embeddings ``(N, d)`` float32 for ``N`` strings.
-
-        Tokenizes (truncating at ``config.sequence_limit``), runs the encoder in eval mode
-        without autograd, pools with ``config.pooling`` and L2-normalises when
-        ``config.normalize``. Sentences are batched by length (longest first) so batches
-        carry little padding; the output keeps the input order.
-        """
-        check_positive("batch_size", batch_size)
-        sentences = _check_sentences(sentences)
-        order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
-        device = self.token_embedding.weight.device
-        chunks = []
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.no_grad():
-                for start in range(0, len(order), batch_size):
-                    batch = self.tokenize([sentences[i] for i in order[start:start + batch_size]])
-                    batch = {k: v.to(device) for k, v in batch.items()}
-                    hidden = self(**batch)  # (b, n, d)
-                    chunks.append(self.pool(hidden, batch["attention_mask"]).float())  # (b, d)
-        finally:
-            self.train(was_training)
-        if not chunks:
-            return torch.empty(0, self.config.d_model)
-        out = torch.cat(chunks)  # (N, d) in length order
-        if self.config.normalize:
-            out = F.normalize(out, p=2, dim=-1)
-        return out[torch.argsort(torch.tensor(order))].cpu()  # (N, d) in input order
-
-    def save_pretrained(
-        self, directory: str | Path, *, extra: Mapping[str, str | Path | bytes] | None = None
-    ) -> Path:
-        """A checkpoint (see :class:`PretrainedModel`) plus ``tokenizer.json`` if attached."""
-        extra = dict(extra or {})
-        if self.tokenizer is not None:
-            extra.setdefault(TOKENIZER_NAME, self.tokenizer.to_str().encode())
-        return super().save_pretrained(directory, extra=extra)
-
-    @classmethod
-    def from_pretrained(
-        cls, directory: str | Path, *, device: str | torch.device = "cpu"
-    ) -> Encoder:
-        """Load a checkpoint written by :meth:`save_pretrained`, re-attaching its tokenizer."""
-        model = super().from_pretrained(directory, device=device)
-        tokenizer_file = Path(directory) / TOKENIZER_NAME
-        if tokenizer_file.is_file():
-            from tokenizers import Tokenizer
-
-            model.set_tokenizer(Tokenizer.from_file(str(tokenizer_file)))
-        return model
-
-
-def _check_sentences(sentences: Sequence[str]) -> list[str]:
-    if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
-        raise TypeError("sentences must be a list of str (wrap a single sentence in a list)")
-    return list(sentences)
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -1,4 +1,4 @@
-"""Tasks: the glue that turns a TOML recipe into data, a model, a training run and decoding.
+"""Tasks: the glue that turns a TOML recipe into data, a model, a training run and its report.
 
 A recipe names its task at the top level (``task = "translation"``); :func:`train` finds the
 :class:`~attnlab.tasks.base.Task` registered under that name and runs it through the one
@@ -7,16 +7,18 @@ training driver; ``attnlab evaluate`` finds the task by the checkpoint's ``model
 * :mod:`~attnlab.tasks.base` — the :class:`Task` seam, the registry, :func:`train`
 * :mod:`~attnlab.tasks.recipe` — :class:`Recipe`, :class:`ModelTable` (TOML tables → dataclasses)
 * :mod:`~attnlab.tasks.translation` — Multi30k translation (:class:`TranslationTask`), with
-  :mod:`~attnlab.tasks.translation_recipe` and :mod:`~attnlab.tasks.translator`
+  :mod:`~attnlab.tasks.translation_recipe`
 * :mod:`~attnlab.tasks.language_model` — a GPT on tinyshakespeare (:class:`LanguageModelTask`)
 * :mod:`~attnlab.tasks.algorithmic` — the Neural Turing Machine's tasks (copy, repeat copy,
   associative recall, priority sort) for the NTM and its LSTM baseline, with
   :mod:`~attnlab.tasks.algorithmic_recipe`
 * :mod:`~attnlab.tasks.captioning` — Show, Attend and Tell on scenes of handwritten digits
   (:class:`CaptioningTask`), with :mod:`~attnlab.tasks.captioning_recipe`,
-  :mod:`~attnlab.tasks.captioner` and :mod:`~attnlab.tasks.caption_pictures`
+  :mod:`~attnlab.tasks.caption_boxes` (attention on the named digit) and
+  :mod:`~attnlab.tasks.caption_pictures`
 * :mod:`~attnlab.tasks.finetune` — GPT-1-style transfer: fine-tuned against from scratch
-* :mod:`~attnlab.tasks.commands` — the CLI's task commands
+
+The command line that drives them is :mod:`attnlab.cli`.
 """
 
 from __future__ import annotations

@@ -28,12 +28,12 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 
-from attnlab.checkpoint import ExtraFiles, load_config, resolve_resume
+from attnlab.checkpoint import RECIPE_FILE, ExtraFiles, load_config, resolve_resume
 from attnlab.devices import resolve_device
 from attnlab.memory import Need, check_fits
 from attnlab.parsing import read_json
 from attnlab.signals import reraise
-from attnlab.tasks.recipe import RECIPE_FILE, Recipe
+from attnlab.tasks.recipe import Recipe
 from attnlab.training import Trainer, TrainResult, build_optimizer
 from attnlab.training.distributed import get_rank
 from attnlab.training.run_dir import check_steps_left, writing_run

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnlab.data.caption_set import CaptionSet
-from attnlab.tasks.captioner import Captioner
+from attnlab.pipelines import CaptioningPipeline
+from attnlab.tasks.caption_boxes import word_boxes
 from attnlab.tasks.captioning_recipe import CaptionEval
 from attnlab.visualize.captions import CaptionAttention, plot_caption_attention
 
@@ -15,23 +16,23 @@ SAMPLE_ROWS = 4
 
 
 def caption_row(
-    captioner: Captioner, data: CaptionSet, index: int, ids: list[int], title: str
+    captioner: CaptioningPipeline, data: CaptionSet, index: int, ids: list[int], title: str
 ) -> CaptionAttention:
     """One figure row: test image ``index``, its generated caption ``ids`` and their maps."""
-    words, maps = captioner.attention_maps(data.images[index], ids)
-    boxes = captioner.word_boxes(words, data.digits[index]) if data.digits is not None else None
+    words, maps = captioner.attention(data.images[index], ids)
+    boxes = word_boxes(words, data.digits[index]) if data.digits is not None else None
     return CaptionAttention(data.images[index], words, maps, title, boxes)
 
 
 def draw_samples_and_mistakes(
-    captioner: Captioner, data: CaptionSet, hyps: list[list[int]], run_dir: Path, ev: CaptionEval
+    captioner: CaptioningPipeline, data: CaptionSet, hyps: list[list[int]], run_dir: Path, ev: CaptionEval
 ) -> list[Path]:
     """``attention.png`` (the first test scenes) and ``mistakes.png`` (up to ``ev.mistakes``
     wrong captions, the ones with most digits first) in ``run_dir``; none for a model without
     attention."""
-    if not captioner.model.config.attention:
+    if not captioner.draws_attention:
         return []
-    tok = captioner.tok
+    tok = captioner.tokenizer
     rows = [caption_row(captioner, data, i, hyps[i], f"caption: {tok.decode(hyps[i])}")
             for i in range(min(SAMPLE_ROWS, len(hyps)))]
     pictures = [plot_caption_attention(rows, run_dir / "attention.png", title="where it looks, word by word")]

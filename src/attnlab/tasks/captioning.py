@@ -18,6 +18,7 @@ of the digit each number word names, the deck's figure for a few test scenes and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import tempfile
@@ -26,7 +27,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -39,9 +39,10 @@ from attnlab.data.tokenizers import SPECIAL_TOKENS, TOKENIZER_FILE, WordTokenize
 from attnlab.evaluation import bleu
 from attnlab.generation.beam import beam_need
 from attnlab.memory import Need, sized
+from attnlab.pipelines import CaptioningPipeline, DecodeConfig
 from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
-from attnlab.tasks.captioner import Captioner
-from attnlab.tasks.captioning_recipe import CaptionData, CaptionRecipe
+from attnlab.tasks.caption_boxes import attention_on_digits
+from attnlab.tasks.captioning_recipe import CaptionData, CaptionEval, CaptionRecipe
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
 from attnlab.validation import counted
@@ -175,15 +176,15 @@ class CaptioningTask(Task):
             model, lambda m, b: caption_loss(m, b, self.tok.pad_id, penalty=False), batches)}
         limit = ev.val_limit or len(val)
         subset = CaptionSet(val.images[:limit], val.captions[:limit], self.tok)
-        hyps = Captioner(model, self.tok).caption_ids(subset.images, beam_size=1, max_len=ev.max_len,
-                                                      batch_size=ev.batch_size)
+        greedy = dataclasses.replace(caption_decoding(ev), beam_size=1)
+        hyps = CaptioningPipeline(model, self.tok).caption_ids(subset.images, greedy)
         metrics["val_exact"] = score_captions(hyps, subset, self.tok)["exact_match"]
         return metrics
 
     def report(self, model: nn.Module, result: TrainResult) -> dict[str, Any]:
         """Save ``final/``, beam-decode the test scenes, score, draw, write ``results.json``."""
         final = model.save_pretrained(self.run_dir / "final", extra=self.checkpoint_files())
-        captioner = Captioner(model, self.tok)
+        captioner = CaptioningPipeline(model, self.tok, decoding=caption_decoding(self.recipe.eval))
         test = self.sets["test"]
         scores, hyps = test_scores(captioner, test, self.recipe, progress=self.recipe.train.progress)
         print(self.format_scores(scores))
@@ -217,12 +218,12 @@ class CaptioningTask(Task):
             recipe.eval.beam_size = request.beam_size
         if request.length_penalty is not None:
             recipe.eval.length_penalty = request.length_penalty
-        captioner = Captioner.from_checkpoint(checkpoint, device=request.device)
+        captioner = CaptioningPipeline.from_checkpoint(checkpoint, device=request.device)
         d = recipe.data
         with tempfile.TemporaryDirectory(prefix="attnlab-scenes-") as root:
             folder = split_folders(d, Path(root), request.data_dir, only="test")["test"]
             images, captions, digits = CaptionSet.read_folder(folder, channels=d.channels, size=d.size)
-        test = CaptionSet(images, captions, captioner.tok, digits)
+        test = CaptionSet(images, captions, captioner.tokenizer, digits)
         return test_scores(captioner, test, recipe, progress=recipe.train.progress)[0]
 
     @classmethod
@@ -238,44 +239,21 @@ class CaptioningTask(Task):
         return "\n".join(lines)
 
 
+def caption_decoding(ev: CaptionEval) -> DecodeConfig:
+    """The decoding settings of an ``[eval]`` table: beam, length penalty, longest caption, batch."""
+    return DecodeConfig(beam_size=ev.beam_size, length_penalty=ev.length_penalty, max_len=ev.max_len,
+                        batch_size=ev.batch_size)
+
+
 def test_scores(
-    captioner: Captioner, test: CaptionSet, recipe: CaptionRecipe, *, progress: bool = False
+    captioner: CaptioningPipeline, test: CaptionSet, recipe: CaptionRecipe, *, progress: bool = False
 ) -> tuple[dict[str, Any], list]:
     """Beam-decode ``test`` with the recipe's settings (``progress``: show a bar); exact match,
     sacreBLEU and, for scenes with boxes and a model with attention, the attention on the
     named digits."""
     ev = recipe.eval
-    hyps = captioner.caption_ids(test.images, beam_size=ev.beam_size, length_penalty=ev.length_penalty,
-                                 max_len=ev.max_len, batch_size=ev.batch_size, progress=progress)
-    scores = {**score_captions(hyps, test, captioner.tok), "beam_size": ev.beam_size}
-    if test.digits is not None and captioner.model.config.attention:
-        scores.update(captioner.attention_on_digits(test.images, hyps, test.digits))
+    hyps = captioner.caption_ids(test.images, caption_decoding(ev), progress=progress)
+    scores = {**score_captions(hyps, test, captioner.tokenizer), "beam_size": ev.beam_size}
+    if test.digits is not None and captioner.draws_attention:
+        scores.update(attention_on_digits(captioner, test.images, hyps, test.digits))
     return scores, hyps
-
-
-def caption_cli(args: Any) -> int:
-    """``attnlab caption CKPT IMAGE ... [--attention PNG] [--beam N]``: each image converted to
-    the model's channels and size (:func:`~attnlab.data.image_captions.load_image`), captioned
-    with the checkpoint recipe's beam settings, one line an image."""
-    from attnlab.data.image_captions import load_image
-    from attnlab.visualize.captions import CaptionAttention, plot_caption_attention
-
-    recipe = load_saved_recipe(args.checkpoint, CaptionRecipe)
-    captioner = Captioner.from_checkpoint(args.checkpoint, device=args.device)
-    config = captioner.model.config
-    images = torch.stack([load_image(p, config.in_channels, config.image_size) for p in args.images])
-    ev = recipe.eval
-    ids = captioner.caption_ids(images, beam_size=args.beam or ev.beam_size, length_penalty=ev.length_penalty,
-                                max_len=ev.max_len, batch_size=ev.batch_size)
-    for path, caption in zip(args.images, ids, strict=True):
-        print(f"{path}\t{captioner.tok.decode(caption)}", flush=True)
-    if args.attention:
-        if not config.attention:
-            raise ValueError(f"checkpoint {args.checkpoint} has no attention to draw (attention = false)")
-        rows = []
-        for path, image, caption in zip(args.images, images, ids, strict=True):
-            words, maps = captioner.attention_maps(image, caption)
-            title = f"{Path(path).name}: {captioner.tok.decode(caption)}"
-            rows.append(CaptionAttention(image, words, maps, title))
-        print(f"attention picture: {plot_caption_attention(rows, args.attention)}", flush=True)
-    return 0

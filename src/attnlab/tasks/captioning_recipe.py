@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnlab.pipelines import CaptioningPipeline
 from attnlab.tasks.recipe import ModelTable, Recipe
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive
@@ -107,7 +108,7 @@ class CaptionRecipe(Recipe):
     eval: CaptionEval
 
     task_name = "captioning"
-    model_types = ("show_attend_tell",)
+    model_types = CaptioningPipeline.model_types
 
     @classmethod
     def model_stand_ins(cls, tables: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,10 +18,7 @@ token (per character for ``tokenizer = "char"``).
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,21 +28,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.atomic import write_atomic
-from attnlab.checkpoint import ExtraFiles, load_config, resolve_resume
+from attnlab.checkpoint import ExtraFiles, resolve_resume
 from attnlab.config import from_dict
 from attnlab.data import CharTokenizer, LMDataset, Tokenizer, load_tinyshakespeare, load_tokenizer
-from attnlab.data.tokenizers import SPECIAL_TOKENS, AnyTokenizer, bpe_need
-from attnlab.devices import model_device
+from attnlab.data.tokenizers import AnyTokenizer, bpe_need
 from attnlab.evaluation import perplexity
-from attnlab.generation import sample
-from attnlab.generation.state import inference
 from attnlab.memory import Need, sized
-from attnlab.models import load_pretrained
-from attnlab.models.base import draws_attention
-from attnlab.parsing import read_json
+from attnlab.pipelines import LanguageModelPipeline
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
 from attnlab.tasks.lm_recipe import LMData, LMRecipe
-from attnlab.tasks.recipe import RECIPE_FILE
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
 from attnlab.validation import counted
@@ -105,84 +96,6 @@ def full_val_loss(model: nn.Module, val_tokens: Tensor, block_size: int) -> dict
     return {"val_loss": loss, "perplexity": perplexity(loss)}
 
 
-# ----------------------------------------------------------------------------- generation
-class PlainTextModel(nn.Module):
-    """Generation view of a language model that never draws ``<pad>/<bos>/<eos>/<unk>``: plain
-    text has none of them as targets, so they are masked out of the next-token logits."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model, self.config = model, model.config
-
-    def new_cache(self):
-        return self.model.new_cache()
-
-    def forward(self, idx: Tensor, *, cache=None) -> Tensor:
-        logits = self.model(idx, cache=cache)  # (B, n, V)
-        return logits.index_fill(-1, torch.arange(len(SPECIAL_TOKENS), device=idx.device), -math.inf)
-
-
-def generate_text(
-    model: nn.Module,
-    tokenizer: AnyTokenizer,
-    prompt: str,
-    max_new_tokens: int,
-    *,
-    temperature: float = 0.8,
-    top_k: int | None = 200,
-    top_p: float | None = None,
-    seed: int | None = None,
-    write: Callable[[str], object] | None = None,
-) -> str:
-    """The continuation (without the prompt) of ``max_new_tokens`` tokens, KV-cached; with
-    ``write``, each piece of text is also passed to it as soon as it is decoded (streaming)."""
-    if not isinstance(prompt, str) or not prompt:
-        raise ValueError(f"prompt must be non-empty text, got {prompt!r}")
-    try:
-        prompt.encode("utf-8")
-    except UnicodeEncodeError as err:  # undecodable bytes on the command line
-        raise ValueError(f"prompt is not valid UTF-8 (undecodable byte at character {err.start})") from None
-    if max_new_tokens <= 0:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    try:
-        ids = tokenizer.encode(prompt)
-    except ValueError as err:  # names the characters outside the vocabulary
-        raise ValueError(f"prompt cannot be encoded: {err}") from None
-    stream = TextStream(tokenizer, write) if write is not None else None
-    new = sample(
-        PlainTextModel(model), ids, max_new_tokens,
-        temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, use_cache=True,
-        on_token=stream,
-    )[0]
-    text = tokenizer.decode(new)
-    if stream is not None:
-        stream.finish(text)
-    return text
-
-
-class TextStream:
-    """``on_token`` for :func:`~attnlab.generation.sample`: decodes the tokens drawn so far and
-    writes the new text. A byte-level BPE token may end inside a character (decoded as U+FFFD),
-    so a trailing U+FFFD is held back until the next token completes it."""
-
-    def __init__(self, tokenizer: AnyTokenizer, write: Callable[[str], object]) -> None:
-        self.tokenizer, self.write, self.ids, self.sent = tokenizer, write, [], 0
-
-    def __call__(self, row: int, token: int) -> None:
-        self.ids.append(token)
-        stable = self.tokenizer.decode(self.ids).rstrip("\ufffd")
-        self._emit(stable)
-
-    def finish(self, text: str) -> None:
-        """Write what is still held back of the whole ``text``."""
-        self._emit(text)
-
-    def _emit(self, text: str) -> None:
-        if len(text) > self.sent:
-            self.write(text[self.sent :])
-            self.sent = len(text)
-
-
 # ----------------------------------------------------------------------------- pictures
 def attention_line(text: str, shortest: int = 30, longest: int = 60) -> str:
     """The first line of ``text`` of ``shortest`` to ``longest`` characters (else its start)."""
@@ -190,25 +103,6 @@ def attention_line(text: str, shortest: int = 30, longest: int = 60) -> str:
         if shortest <= len(line.strip()) <= longest:
             return line.strip()
     return text[:longest]
-
-
-def plot_self_attention(model: nn.Module, tokenizer: AnyTokenizer, line: str, path: Path) -> Path | None:
-    """Where the model looks back while reading ``line``: the last layer's self-attention (mean
-    over heads; an LSTMN's intra-attention over its tape, Cheng et al. 2016 Figure 1), rows the
-    token read, columns the earlier tokens. ``None`` for a model without attention (an LSTM)."""
-    if not draws_attention(model.forward):
-        return None
-    from attnlab.visualize import plot_attention
-
-    ids = tokenizer.encode(line)
-    idx = torch.tensor([ids[-model.config.block_size :]], device=model_device(model))  # (1, n)
-    with inference(model):
-        _, weights = model(idx, return_weights=True)
-    labels = tokenizer.token_strings(idx[0].tolist())
-    return plot_attention(
-        weights[-1][0].mean(dim=0), path, x_labels=labels, y_labels=labels,
-        title=f"{model.model_type}: attention while reading (last layer)",
-    )
 
 
 # ----------------------------------------------------------------------------- the task
@@ -285,13 +179,13 @@ class LanguageModelTask(Task):
         """Print and write ``results.json``: whole-split validation loss, perplexity, time, a sample."""
         ev = self.recipe.eval
         final = full_val_loss(model, self.val_ids, self.recipe.data.block_size)
-        text = generate_text(
-            model, self.tokenizer, "\n", ev.sample_chars,
-            temperature=ev.temperature, top_k=ev.top_k, seed=ev.sample_seed,
+        pipeline = LanguageModelPipeline(model, self.tokenizer)
+        text = pipeline.generate(
+            "\n", ev.sample_chars, temperature=ev.temperature, top_k=ev.top_k, seed=ev.sample_seed
         )[: ev.sample_chars]
-        picture = plot_self_attention(
-            model, self.tokenizer, attention_line(self.val_text), self.run_dir / "attention.png"
-        )
+        picture = None
+        if pipeline.draws_attention:  # an LSTM has none
+            picture = pipeline.plot_attention(attention_line(self.val_text), self.run_dir / "attention.png")
         results = {
             **final,
             "model_type": model.model_type,
@@ -319,49 +213,13 @@ class LanguageModelTask(Task):
     def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
         """Loss and perplexity of ``checkpoint`` on the whole validation split."""
         cls.eval_split(request)
-        model, tokenizer = load_lm(checkpoint, device=request.device)
-        data = _checkpoint_data(Path(checkpoint))
+        pipeline = LanguageModelPipeline.from_checkpoint(checkpoint, device=request.device)
+        # The [data] table it was trained with (defaults for an older checkpoint without one).
+        data = from_dict(LMData, pipeline.recipe.get("data", {}), where="[data]")
         _, val_text = split_text(load_tinyshakespeare(request.data_dir), data.train_fraction)
-        return full_val_loss(model, encode(tokenizer, val_text), model.config.block_size)
+        model = pipeline.model
+        return full_val_loss(model, encode(pipeline.tokenizer, val_text), model.config.block_size)
 
     @classmethod
     def format_scores(cls, scores: Mapping[str, Any]) -> str:
         return f"val loss {scores['val_loss']:.4f}  perplexity {scores['perplexity']:.4f}"
-
-
-def load_lm(checkpoint: str | Path, *, device: str | torch.device = "cpu") -> tuple[nn.Module, AnyTokenizer]:
-    """A language-model checkpoint (any of :attr:`LMRecipe.model_types`) and its tokenizer."""
-    model_type = load_config(checkpoint).get("model_type")
-    if model_type not in LMRecipe.model_types:
-        raise ValueError(
-            f"checkpoint {checkpoint} has model_type {model_type!r}; a language model is one of "
-            f"{', '.join(LMRecipe.model_types)}"
-        )
-    return load_pretrained(checkpoint, device=device), load_tokenizer(checkpoint)
-
-
-def _checkpoint_data(checkpoint: Path) -> LMData:
-    """The ``[data]`` table a checkpoint was trained with (defaults for an older checkpoint)."""
-    file = checkpoint / RECIPE_FILE
-    if not file.is_file():
-        return LMData()
-    return from_dict(LMData, read_json(file, "recipe").get("data", {}), where="[data]")
-
-
-def generate_cli(args: argparse.Namespace) -> int:
-    """``attnlab generate CHECKPOINT --prompt ...``: print the prompt and its continuation,
-    streamed as it is drawn (Ctrl-C keeps what was printed)."""
-    model, tokenizer = load_lm(args.checkpoint, device=args.device)
-    shown = [args.prompt]  # the prompt goes out with the first piece, once the prompt is known good
-
-    def write(text: str) -> None:
-        sys.stdout.write("".join(shown) + text)
-        sys.stdout.flush()
-        shown.clear()
-
-    generate_text(
-        model, tokenizer, args.prompt, args.max_new_tokens,
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed, write=write,
-    )
-    write("\n")
-    return 0

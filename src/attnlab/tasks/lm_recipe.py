@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnlab.pipelines import LanguageModelPipeline
 from attnlab.tasks.recipe import ModelTable, Recipe
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive
@@ -86,7 +87,7 @@ class LMRecipe(Recipe):
     eval: LMEval
 
     task_name = "language_model"
-    model_types = ("gpt", "lstm", "lstmn")
+    model_types = LanguageModelPipeline.model_types
 
     @classmethod
     def model_stand_ins(cls, tables: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,7 +33,6 @@ from attnlab.validation import check_choice, counted
 
 C = TypeVar("C")
 R = TypeVar("R", bound="Recipe")
-RECIPE_FILE = "recipe.json"  # the parsed recipe, saved into every checkpoint
 # What a resumed run must share with the run it continues: the data, the model, the optimizer
 # and the train settings that shape each update. The rest (length, logging, checkpoints, the
 # wall-time safety net, [eval]) may change on resume.

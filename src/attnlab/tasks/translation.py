@@ -15,10 +15,8 @@ the directory.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,9 +39,9 @@ from attnlab.data.tokenizers import SMALLEST_BPE, bpe_need
 from attnlab.evaluation import bleu, chrf
 from attnlab.generation.beam import beam_need
 from attnlab.memory import Need
+from attnlab.pipelines import DecodeConfig, TranslationPipeline
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
-from attnlab.tasks.translation_recipe import DecodeConfig, TranslationRecipe
-from attnlab.tasks.translator import Translator, read_chunks, translate
+from attnlab.tasks.translation_recipe import TranslationRecipe
 from attnlab.training import (
     TrainConfig,
     TrainResult,
@@ -54,7 +52,7 @@ from attnlab.training import (
 from attnlab.training.losses import mean_loss
 from attnlab.validation import counted
 
-__all__ = ["TranslationTask", "Translator", "checkpoint_decoding", "score", "translate", "translate_cli"]
+__all__ = ["TranslationTask", "score"]
 
 
 def score(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
@@ -179,7 +177,7 @@ class TranslationTask(Task):
         if ev.val_bleu:
             pairs = _limit(self.val_pairs, ev.val_limit)
             greedy = dataclasses.replace(_decoding(ev), beam_size=1)
-            hyps = Translator(model, self.src_tok, self.tgt_tok).translate([s for s, _ in pairs], greedy)
+            hyps = self.pipeline(model).translate([s for s, _ in pairs], greedy)
             metrics["val_bleu"] = bleu(hyps, [t for _, t in pairs]).score
         return metrics
 
@@ -191,14 +189,18 @@ class TranslationTask(Task):
         model.load_state_dict(average_checkpoints(found))  # paper §6.1
         final = model.save_pretrained(self.run_dir / "final", extra=self.checkpoint_files())
         print(f"final model: mean of {counted(len(found), 'checkpoint')} -> {final}", flush=True)
-        return self._report_test(Translator(model, self.src_tok, self.tgt_tok), final)
+        return self._report_test(self.pipeline(model), final)
 
-    def _report_test(self, translator: Translator, final: Path) -> dict[str, Any]:
+    def pipeline(self, model: nn.Module) -> TranslationPipeline:
+        """``model`` with this run's tokenizers and its ``[eval]`` decoding settings."""
+        return TranslationPipeline(model, self.src_tok, self.tgt_tok, decoding=_decoding(self.recipe.eval))
+
+    def _report_test(self, translator: TranslationPipeline, final: Path) -> dict[str, Any]:
         d, ev, pairs = self.recipe.data, self.recipe.eval, self.test_pairs
         decoding = counted(len(pairs), f"{ev.test_split} sentence")
         print(f"decoding {decoding} (beam {ev.beam_size}) ...", flush=True)
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-        hyps = translator.translate(sources, _decoding(ev), progress=self.recipe.train.progress)
+        hyps = translator.translate(sources, progress=self.recipe.train.progress)
         scores = score(hyps, refs)
         print(self.format_scores({**scores, "split": ev.test_split, "pair": f"{d.src_lang}-{d.tgt_lang}"}))
         samples = [
@@ -210,7 +212,7 @@ class TranslationTask(Task):
         index = min(ev.heatmap_index, len(pairs) - 1)
         picture = None
         if translator.draws_attention:
-            picture = translator.plot_alignment(sources[index], hyps[index], self.run_dir / "alignment.png")
+            picture = translator.plot_attention(sources[index], hyps[index], self.run_dir / "alignment.png")
         results = {
             "split": ev.test_split, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
             "beam_size": ev.beam_size, "length_penalty": ev.length_penalty, "sentences": len(pairs),
@@ -229,7 +231,8 @@ class TranslationTask(Task):
     @classmethod
     def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
         """sacreBLEU and chrF of ``checkpoint`` on a Multi30k split (default test_2016_flickr)."""
-        translator, recipe = Translator.load(checkpoint, device=request.device)
+        translator = TranslationPipeline.from_checkpoint(checkpoint, device=request.device)
+        recipe = translator.recipe
         data = recipe.get("data", {})
         if "src_lang" not in data or "tgt_lang" not in data:
             raise ValueError(
@@ -238,9 +241,7 @@ class TranslationTask(Task):
             )
         split = cls.eval_split(request)
         pairs = load_multi30k(split, data["src_lang"], data["tgt_lang"], request.data_dir)
-        decoding = checkpoint_decoding(
-            recipe, beam_size=request.beam_size, length_penalty=request.length_penalty
-        )
+        decoding = translator.settings(beam_size=request.beam_size, length_penalty=request.length_penalty)
         progress = recipe.get("train", {}).get("progress", TrainConfig.progress)  # as in training
         hyps = translator.translate([s for s, _ in pairs], decoding, progress=progress)
         pair = f"{data['src_lang']}-{data['tgt_lang']}"
@@ -258,27 +259,3 @@ class TranslationTask(Task):
 def _decoding(ev: DecodeConfig) -> DecodeConfig:
     """The :class:`DecodeConfig` part of an ``[eval]`` table."""
     return DecodeConfig(**{f.name: getattr(ev, f.name) for f in dataclasses.fields(DecodeConfig)})
-
-
-def checkpoint_decoding(recipe: Mapping[str, Any], **overrides: Any) -> DecodeConfig:
-    """The decoding settings a checkpoint's ``recipe.json`` saved (defaults where it has none),
-    with the ``overrides`` that are not ``None`` (a command line's ``--beam`` and so on)."""
-    saved = recipe.get("eval", {})
-    names = {f.name for f in dataclasses.fields(DecodeConfig)}
-    settings = {k: v for k, v in saved.items() if k in names}
-    return DecodeConfig(**{**settings, **{k: v for k, v in overrides.items() if v is not None}})
-
-
-def translate_cli(args: argparse.Namespace) -> int:
-    """``attnlab translate CHECKPOINT``: stdin lines → stdout translations, one per line, written
-    (and flushed) chunk by chunk as they are decoded, so Ctrl-C keeps every finished line."""
-    translator, recipe = Translator.load(args.checkpoint, device=args.device)
-    decoding = checkpoint_decoding(
-        recipe, beam_size=args.beam, length_penalty=args.length_penalty,
-        batch_size=args.batch_size, max_len=args.max_len,
-    )
-    stdin = getattr(sys.stdin, "buffer", sys.stdin)  # bytes, so undecodable input is named
-    for chunk in read_chunks(stdin, 16 * decoding.batch_size, errors=args.errors):
-        sys.stdout.write("".join(line + "\n" for line in translator.translate(chunk, decoding)))
-        sys.stdout.flush()
-    return 0

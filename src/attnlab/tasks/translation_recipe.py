@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnlab.data import SPLITS
+from attnlab.pipelines.decoding import DecodeConfig
+from attnlab.pipelines.translation import TranslationPipeline
 from attnlab.tasks.recipe import ModelTable, Recipe
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive, check_probability
@@ -68,34 +70,9 @@ class TranslationOptim(OptimConfig):
 
 
 @dataclass
-class DecodeConfig:
-    """How sentences are decoded: beam search (``beam_size`` 1: greedy) with the GNMT length
-    penalty α = ``length_penalty``, ``batch_size`` sentences at a time, each output at most
-    ``max_len`` subwords, or ``max_len_a · source length + max_len_b`` when ``max_len`` is
-    ``None``."""
-
-    beam_size: int = 5
-    length_penalty: float = 0.6
-    batch_size: int = 64
-    max_len_a: float = 1.5
-    max_len_b: int = 10
-    max_len: int | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("beam_size", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"eval.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("length_penalty", "max_len_a", "max_len_b"):
-            check_positive(f"eval.{name}", getattr(self, name), allow_zero=True)
-        if self.max_len is not None:
-            check_positive("eval.max_len", self.max_len)
-        if self.max_len is None and self.max_len_b < 1 and self.max_len_a == 0:
-            raise ValueError("eval.max_len_a · source length + eval.max_len_b must allow >= 1 token")
-
-
-@dataclass
 class TranslationEval(DecodeConfig):
-    """``[eval]``: how the test split is decoded (:class:`DecodeConfig`) and scored.
+    """``[eval]``: how the test split is decoded (:class:`~attnlab.pipelines.DecodeConfig`,
+    what a checkpoint's pipeline decodes with) and scored.
 
     ``average_last`` = k: the final model is the mean of the last k step checkpoints
     (paper §6.1); 1 = the last weights. ``val_bleu``: greedy BLEU on the first ``val_limit``
@@ -131,7 +108,7 @@ class TranslationRecipe(Recipe):
     eval: TranslationEval
 
     task_name = "translation"
-    model_types = ("transformer", "attention_seq2seq", "rnn_seq2seq")
+    model_types = TranslationPipeline.model_types
 
     @classmethod
     def model_stand_ins(cls, tables: dict[str, Any]) -> dict[str, Any]:
