@@ -11,7 +11,7 @@ The server (:mod:`.app`, on the model's worker thread) and ``attnlab export-html
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from attnlab.explorer import views
@@ -45,11 +45,14 @@ def output_limit(recipe: Mapping[str, Any], source_tokens: int, cap: int = MAX_O
 
 
 def translation(
-    translator: Translator, recipe: Mapping[str, Any], text: str, beam: int | None
+    translator: Translator, recipe: Mapping[str, Any], text: str, beam: int | None,
+    before_step: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """:func:`.views.translation_view` of ``text`` within the caps."""
+    """:func:`.views.translation_view` of ``text`` within the caps (``before_step``: called
+    before every decoding step)."""
     max_len = output_limit(recipe, source_length(translator, text))
-    return views.translation_view(translator, recipe, text, beam=beam, max_len=max_len)
+    return views.translation_view(translator, recipe, text, beam=beam, max_len=max_len,
+                                  before_step=before_step)
 
 
 def heads(encoder: Any, text: str) -> dict[str, Any]:

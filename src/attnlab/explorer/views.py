@@ -45,7 +45,7 @@ def rounded(weights: Tensor) -> list:
 
 def translation_view(
     translator: Translator, recipe: Mapping[str, Any], source: str, *, beam: int | None = None,
-    max_len: int | None = None,
+    max_len: int | None = None, before_step: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Translate ``source`` with beam size ``beam`` and at most ``max_len`` output subwords
     (default: the recipe's) and return the translation with its cross-attention ``attention``
@@ -53,7 +53,7 @@ def translation_view(
     ``<eos>``). A model without attention (Cho et al.'s) has ``attention: null`` and a
     ``note`` saying why."""
     decoding = checkpoint_decoding(recipe, beam_size=beam, max_len=max_len)
-    (translation,) = translator.translate([source], decoding)
+    (translation,) = translator.translate([source], decoding, before_step=before_step)
     view: dict[str, Any] = {"source": source, "translation": translation, "beam": decoding.beam_size}
     if not translator.draws_attention:
         try:
@@ -105,6 +105,7 @@ def prompt_ids(tokenizer: Any, prompt: str) -> list[int]:
 def generate(
     model: nn.Module, tokenizer: Any, prompt: str, emit: Callable[[Event], None], *,
     max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None, seed: int | None,
+    before_step: Callable[[], None] | None = None,
 ) -> str:
     """Sample a continuation of ``prompt`` (KV-cached, the sliding window of
     :mod:`attnlab.generation.state`; the special tokens never drawn, as ``attnlab generate``)
@@ -136,7 +137,7 @@ def generate(
         position[0] += 1
 
     new = sample(PlainTextModel(recorder), ids, max_new_tokens, temperature=temperature, top_k=top_k,
-                 top_p=top_p, seed=seed, use_cache=True, on_token=on_token)[0]
+                 top_p=top_p, seed=seed, use_cache=True, on_token=on_token, before_step=before_step)[0]
     text = tokenizer.decode(new)
     stream.finish(text)
     emit({"event": "done", "text": "".join(pieces), "continuation": text, "new_tokens": len(new)})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import select
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
@@ -49,6 +49,7 @@ def translate(
     max_len_b: int = 10,
     max_len: int | None = None,
     progress: bool = False,
+    before_step: Callable[[], None] | None = None,
 ) -> list[str]:
     """Translate ``sentences`` (detokenized text in, detokenized text out, order kept).
 
@@ -57,7 +58,8 @@ def translate(
     length (so no padding). Each sentence may produce ``max_len_a · source length + max_len_b``
     subwords (``max_len`` when given): a per-sentence limit, so a translation does not depend on
     the other input lines. Blank sentences translate to ``""``. ``progress``: a bar over the
-    sentences (:func:`~attnlab.training.progress.progress_bar`).
+    sentences (:func:`~attnlab.training.progress.progress_bar`). ``before_step``: called before
+    every decoding step (what it raises ends the translation).
     """
     encoded = src_tok.encode_batch([s.strip() for s in sentences])
     out = [""] * len(sentences)
@@ -77,7 +79,8 @@ def translate(
         for rows in batches:
             src = torch.tensor([encoded[i] for i in rows], device=device)  # (B, S)
             limit = max_len or int(max_len_a * src.shape[1] + max_len_b)
-            kwargs = dict(max_new_tokens=max(limit, 1), bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id)
+            kwargs = dict(max_new_tokens=max(limit, 1), bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id,
+                          before_step=before_step)
             if beam_size == 1:
                 hyps = greedy_search(model, src, **kwargs)
             else:
@@ -125,11 +128,12 @@ class Translator:
         return cls(model, src_tok, tgt_tok), recipe
 
     def translate(
-        self, sentences: Sequence[str], decoding: DecodeConfig, *, progress: bool = False
+        self, sentences: Sequence[str], decoding: DecodeConfig, *, progress: bool = False,
+        before_step: Callable[[], None] | None = None,
     ) -> list[str]:
         """:func:`translate` with the settings of ``decoding`` (``progress``: show a bar)."""
         return translate(self.model, self.src_tok, self.tgt_tok, sentences, progress=progress,
-                         **dataclasses.asdict(decoding))
+                         before_step=before_step, **dataclasses.asdict(decoding))
 
     @property
     def draws_attention(self) -> bool:
