@@ -10,7 +10,7 @@
 * :mod:`~attnlab.modules.sequence_pooling` — one vector per sequence (mean, max, cls, last)
 """
 
-from attnlab.attention.masks import as_attention_mask  # the mask contract, read by every layer
+from attnlab.attention.masks import as_attention_mask  # the mask contract (its name here before)
 from attnlab.modules.block_config import BlockConfig
 from attnlab.modules.blocks import DecoderLayer, EncoderLayer, TransformerLayer
 from attnlab.modules.feedforward import ACTIVATIONS, FeedForward

@@ -113,6 +113,8 @@ class EncoderLayer(TransformerLayer):
     ``(B, n, d)``, or ``(out, weights)`` with weights ``(B, H, n, n)`` when ``return_weights``.
     ``is_causal=True`` and a self-attention ``cache`` (:class:`KVCache`) make it a
     decoder-only (GPT) block; masks and biases then cover all ``n_k`` = cached + new keys.
+    ``check=False`` (a stack's call): the arguments are checked and ``mask`` is in the
+    contract's 4-D form already.
     """
 
     def new_cache(self) -> KVCache:
@@ -156,7 +158,7 @@ class DecoderLayer(TransformerLayer):
     rotary=None)``; the cross-attention uses no rotary embedding.
 
     ``forward(x, memory, *, self_mask=None, memory_mask=None, is_causal=True, cache=None,
-    attn_bias=None, return_weights=False)``:
+    attn_bias=None, return_weights=False, check=True)``:
 
     * ``x`` ``(B, T, d)`` target tokens (only the new ones when decoding with a cache);
     * ``memory`` ``(B, S, d)`` encoder output;

@@ -31,7 +31,7 @@ from attnlab.attention.multihead import KVCache
 from attnlab.memory import check_repeats, leading_sizes
 from attnlab.modules.block_config import BlockConfig
 from attnlab.modules.blocks import DecoderLayer, EncoderLayer, TransformerLayer, check_input, check_memory
-from attnlab.modules.norms import make_norm
+from attnlab.modules.norms import LayerNorm, RMSNorm, make_norm
 from attnlab.validation import check_positive, check_rank, counted, indefinite
 
 
@@ -58,11 +58,12 @@ class ModelCache(list):
 
 
 class LayerStack(nn.Module):
-    """``layers`` (all of ``layer_class``, one width) applied in turn, then ``norm`` if any."""
+    """``layers`` (all of ``layer_class``, one width) applied in turn, then ``norm`` if any (an
+    attnlab :class:`~attnlab.modules.norms.LayerNorm` or :class:`~attnlab.modules.norms.RMSNorm`)."""
 
     layer_class: ClassVar[type[TransformerLayer]] = TransformerLayer
 
-    def __init__(self, layers: Sequence[TransformerLayer], norm: nn.Module | None = None) -> None:
+    def __init__(self, layers: Sequence[TransformerLayer], norm: LayerNorm | RMSNorm | None = None) -> None:
         super().__init__()
         if len(layers) == 0:
             raise ValueError("layers must hold at least one layer, got none")
@@ -76,6 +77,8 @@ class LayerStack(nn.Module):
                     f"layers[{i}] has d_model={layer.d_model} but layers[0] has "
                     f"d_model={layers[0].d_model}"
                 )
+        if norm is not None and not isinstance(norm, LayerNorm | RMSNorm):
+            raise TypeError(f"norm must be an attnlab LayerNorm or RMSNorm, got {type(norm).__name__}")
         self.layers = nn.ModuleList(layers)
         self.norm = norm
         self.d_model = layers[0].d_model
