@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/attention_threshold.py              # ~3 min on 2 cores
     .venv/bin/python benchmarks/attention_threshold.py --threads 1 --rounds 9
 
-``attnlab.attention.core`` takes the explicit path — ``softmax(QKᵀ/√d_k + M) V`` written out,
+``attnlab.attention.kernels`` takes the explicit path — ``softmax(QKᵀ/√d_k + M) V`` written out,
 the softmax in float32 — for bfloat16 / float16 on the CPU up to ``EXPLICIT_MAX_KEYS_TRAIN``
 keys with gradients and ``EXPLICIT_MAX_KEYS_INFER`` without, because PyTorch's flash kernel is
 slower there. Those two numbers were measured on one CPU family; this script re-measures the
@@ -26,7 +26,7 @@ that, and isolated contiguous inputs would favour it);
   which grows with rows × heads × keys, can undercut the explicit path's fixed cost.
 
 Ratio = fused time / explicit time (median of interleaved per-round ratios); > 1 means the
-explicit path is faster. The last column says which path ``core`` takes at that n.
+explicit path is faster. The last column says which path ``kernels`` takes at that n.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attnlab.attention import core  # noqa: E402
+from attnlab.attention import core, kernels  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 
@@ -61,8 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     scale = D_HEAD**-0.5
     if causal:
-        return core._explicit_causal_attention(q, k, v, 0.0, scale)
-    return core._explicit_attention(q, k, v, None, 0.0, scale)[0]
+        return kernels._causal_in_place(q, k, v, 0.0, scale)
+    return core.explicit_attention(q, k, v, None, is_causal=False, dropout=0.0, scale=scale)[0]
 
 
 def fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -98,14 +98,14 @@ def case(mode: str, n: int, args: argparse.Namespace) -> dict[str, Callable[[], 
 
 
 def core_takes(mode: str, n: int, tokens: int, dtype: torch.dtype) -> str:
-    """The path ``core`` picks for this shape (asked, not restated)."""
+    """The path ``kernels`` picks for this shape (asked, not restated)."""
     train = mode == "train"
     rows = 1 if mode == "step, 1 row" else max(1, tokens // n)
     n_q = 1 if mode.startswith("step") else n
     q = torch.zeros(rows, HEADS, n_q, D_HEAD, dtype=dtype, requires_grad=train)
     k = torch.zeros(rows, HEADS, n, D_HEAD, dtype=dtype, requires_grad=train)
     with torch.set_grad_enabled(train):
-        return "explicit" if core._explicit_is_faster(q, k) else "fused"
+        return "explicit" if kernels.explicit_is_faster(q, k) else "fused"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -115,9 +115,10 @@ def main(argv: list[str] | None = None) -> None:
     print(_machine.header() + "\n", flush=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.dtype}, "
           f"{args.tokens} query positions a call, {HEADS} heads of {D_HEAD}, "
-          f"{args.rounds} interleaved rounds; core: explicit up to "
-          f"{core.EXPLICIT_MAX_KEYS_TRAIN} keys with gradients, {core.EXPLICIT_MAX_KEYS_INFER} without, "
-          f"a single query from {core.EXPLICIT_MIN_STEP_SCORES} scores (rows × heads × keys)")
+          f"{args.rounds} interleaved rounds; kernels: explicit up to "
+          f"{kernels.EXPLICIT_MAX_KEYS_TRAIN} keys with gradients, "
+          f"{kernels.EXPLICIT_MAX_KEYS_INFER} without, "
+          f"a single query from {kernels.EXPLICIT_MIN_STEP_SCORES} scores (rows × heads × keys)")
     start = time.perf_counter()
     for mode in ("train", "infer", "step", "step, 1 row"):
         print(f"\n({mode})\n\n| n | explicit ms | fused ms | fused / explicit | faster | core takes |")

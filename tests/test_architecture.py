@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import pkgutil
 import re
 from pathlib import Path
@@ -24,7 +25,7 @@ FLOORS = [
      "attnlab.memory", "attnlab.parsing"),
     ("attnlab.attention", "attnlab.checkpoint", "attnlab.visualize", "attnlab.config"),
     ("attnlab.modules", "attnlab.data"),
-    ("attnlab.models", "attnlab.generation", "attnlab.training", "attnlab.positional"),
+    ("attnlab.models", "attnlab.generation", "attnlab.training"),
     ("attnlab.interop", "attnlab.analysis"),
     ("attnlab.pipelines",),
     ("attnlab.tasks",),
@@ -162,13 +163,24 @@ def test_every_name_in_every_all_resolves(name):
 
 
 @pytest.mark.parametrize("package", ["attnlab.attention", "attnlab.modules", "attnlab.models",
-                                     "attnlab.generation", "attnlab.interop", "attnlab.positional",
+                                     "attnlab.generation", "attnlab.interop", "attnlab.modules.positional",
                                      "attnlab.training", "attnlab.data", "attnlab.pipelines",
                                      "attnlab.tasks"])
 def test_star_import_works(package):
     namespace: dict = {}
     exec(f"from {package} import *", namespace)
     assert set(importlib.import_module(package).__all__) <= set(namespace)
+
+
+def test_one_import_path_per_module():
+    """No module is a second path to another (``from attnlab.x import *`` under a new name):
+    the positional schemes are ``attnlab.modules.positional`` only."""
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        stars = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                 and any(a.name == "*" for a in n.names) and (n.module or "").startswith("attnlab")]
+        assert not stars, f"{name} re-exports {stars} under a second path"
+    assert importlib.util.find_spec("attnlab.positional") is None
 
 
 def test_each_model_and_its_config_import_from_attnlab_models():

@@ -146,7 +146,7 @@ def test_dropout_only_in_training(kind):
 
 
 class ToyRotary(nn.Module):
-    """RoPE written independently of attnlab.positional: rotate pairs by (offset + m) θ_i."""
+    """RoPE written independently of attnlab.modules.positional: rotate pairs by (offset + m) θ_i."""
 
     def rotate(self, x, offset):
         n, d = x.shape[-2], x.shape[-1]
@@ -386,3 +386,5 @@ def test_a_stack_is_built_from_its_layers():
         TransformerDecoderStack(layers)
     with pytest.raises(ValueError, match=r"layers\[1\] has d_model=8 but layers\[0\] has d_model=16"):
         TransformerEncoderStack([layers[0], EncoderLayer(block(8, 2, 16))])
+    with pytest.raises(TypeError, match=r"norm must be an attnlab LayerNorm or RMSNorm, got LayerNorm"):
+        TransformerEncoderStack(layers, torch.nn.LayerNorm(D))  # its parts are called with check=False

@@ -64,6 +64,8 @@ def test_saving_again_writes_todays_names_and_round_trips(name, expected, tmp_pa
     again = load_pretrained(tmp_path / name)
     names = set(again.state_dict())
     assert not any(k.startswith(("layers.", "gpt.layers.")) for k in names)
+    if name == "transformer":  # one EncoderDecoderStack: stack.encoder.*, stack.decoder.*
+        assert not any(k.startswith(("encoder.", "decoder.")) for k in names)
     with torch.no_grad():
         torch.testing.assert_close(call(again), expected[name], rtol=1e-5, atol=1e-6)
 

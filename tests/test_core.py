@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnlab.attention import causal_mask, core, scaled_dot_product_attention, self_attention, to_additive
+from attnlab.attention import causal_mask, kernels, scaled_dot_product_attention, self_attention, to_additive
 
 
 @pytest.fixture(autouse=True)
@@ -70,11 +70,13 @@ def make_mask(kind: str, b: int, h: int, n_q: int, n_k: int, seed: int = 0):
         m = torch.rand(b, h, n_q, n_k, generator=g) > 0.4
         m[0, 0, 0] = False
         return m
-    if kind == "2d":  # (n_q, n_k)
-        return torch.rand(n_q, n_k, generator=g) > 0.3
-    if kind == "1d":  # (n_k,)
-        m = torch.ones(n_k, dtype=torch.bool)
-        m[0] = False
+    if kind == "2d":  # (B, n_k): key padding, the last sentence's first key blocked too
+        m = torch.rand(b, n_k, generator=g) > 0.3
+        m[:, -1], m[-1, 0] = True, False
+        return m
+    if kind == "3d":  # (B, n_q, n_k), a fully blocked row
+        m = torch.rand(b, n_q, n_k, generator=g) > 0.3
+        m[0, 0] = False
         return m
     if kind == "key_broadcast":  # (B, H, n_q, 1): whole rows on or off
         return torch.rand(b, h, n_q, 1, generator=g) > 0.3
@@ -85,13 +87,15 @@ def make_mask(kind: str, b: int, h: int, n_q: int, n_k: int, seed: int = 0):
     raise AssertionError(kind)
 
 
-MASKS = ["none", "padding", "full_bool", "2d", "1d", "key_broadcast", "float"]
+MASKS = ["none", "padding", "full_bool", "2d", "3d", "key_broadcast", "float"]
 
 
 def additive_of(mask, is_causal, n_q, n_k):
-    """The lecture's M (float64 numpy) for a mask plus the bottom-right causal triangle."""
+    """The lecture's M (float64 numpy) for a mask plus the bottom-right causal triangle; a 2-D
+    mask is key padding (B, n_k), a 3-D one (B, n_q, n_k) (docs/design.md, "Masks")."""
     m = np.zeros((n_q, n_k))
     if mask is not None:
+        mask = {2: lambda t: t[:, None, None, :], 3: lambda t: t[:, None]}.get(mask.dim(), lambda t: t)(mask)
         m = to_additive(mask, torch.float64).numpy() + m
     if is_causal:
         i, j = np.indices((n_q, n_k))
@@ -145,6 +149,34 @@ def test_both_paths_match_float64_reference(mask_kind, n_q, n_k, is_causal):
     assert (sums[~has_key] == 0).all() and (out_f[~has_key] == 0).all()
 
 
+# ---------------------------------------------------------------- the mask contract
+
+
+def test_a_2d_mask_is_key_padding_equal_to_its_4d_form():
+    """docs/design.md, "Masks": with B = n_q = 4 and sentence 0 holding two real tokens, the 2-D
+    mask reads as key padding (B, n_k), exactly as its explicit form (B, 1, 1, n_k) does."""
+    q, k, v = rand_qkv(4, 2, 4, 4, 8, 8, dtype=torch.float64)
+    real = torch.ones(4, 4, dtype=torch.bool)
+    real[0, 2:] = False
+    expected, _ = np_attention(q, k, v, additive_of(real[:, None, None, :], False, 4, 4))
+    for rw in (False, True):
+        out = sdpa(q, k, v, real, return_weights=rw)
+        explicit = sdpa(q, k, v, real[:, None, None], return_weights=rw)
+        torch.testing.assert_close(out, explicit, rtol=0, atol=0)
+        np.testing.assert_allclose((out[0] if rw else out).numpy(), expected, rtol=1e-12)
+
+
+def test_masks_the_contract_cannot_read_are_refused_naming_the_shapes():
+    q, k, v = rand_qkv(2, 2, 3, 5, 4, 4)
+    with pytest.raises(ValueError, match=r"mask has shape \(3, 5\) but a 2-D mask is a key-padding "
+                       r"mask \(B, n_k\) = \(2, 5\)"):
+        sdpa(q, k, v, causal_mask(3, 5))  # the lecture's (n_q, n_k) M goes in as M[None, None]
+    with pytest.raises(ValueError, match=r"mask must have 2 or 3 or 4 dimensions"):
+        sdpa(q, k, v, torch.ones(5, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"mask has shape \(2, 1, 4\) but keys have length 5"):
+        sdpa(q, k, v, torch.ones(2, 1, 4, dtype=torch.bool))
+
+
 @pytest.mark.parametrize(
     "shape_q, shape_k",
     [((6, 4), (9, 4)), ((2, 5, 4), (2, 3, 4)), ((2, 2, 2, 3, 4), (2, 2, 2, 3, 4))],
@@ -187,7 +219,7 @@ def test_rectangular_causal_equals_last_rows_of_square_causal(return_weights):
 def test_causal_and_mask_combine_in_fused_path():
     """is_causal together with a mask (fused path builds the triangle itself)."""
     q, k, v = rand_qkv(2, 2, 5, 5, 4, 4, dtype=torch.float64)
-    pad = torch.tensor([True, True, True, False, False])
+    pad = torch.tensor([[True, True, True, False, False]]).expand(2, 5)  # (B, n_k)
     expected, _ = np_attention(q, k, v, additive_of(pad, True, 5, 5))
     np.testing.assert_allclose(sdpa(q, k, v, pad, is_causal=True).numpy(), expected, rtol=1e-12)
 
@@ -260,18 +292,18 @@ def blocked_rows_route(request, monkeypatch):
     """Both routes for fully blocked rows: PyTorch's kernel alone, where the probe found it gives
     zeros (torch 2.13 on the CPU), and attnlab's open-then-zero fix, used everywhere else."""
     if request.param == "fix":
-        monkeypatch.setattr(core, "kernel_zeroes_blocked_rows", lambda device, dtype: False)
+        monkeypatch.setattr(kernels, "kernel_zeroes_blocked_rows", lambda device, dtype: False)
     return request.param
 
 
 def test_blocked_rows_probe(monkeypatch):
-    expected = {dtype: core._probe_blocked_rows(dtype) for dtype in (torch.float32, torch.bfloat16)}
-    monkeypatch.setattr(core, "_ZEROES_BLOCKED_ROWS", {})  # probed afresh, where decoding and
+    expected = {dtype: kernels._probe_blocked_rows(dtype) for dtype in (torch.float32, torch.bfloat16)}
+    monkeypatch.setattr(kernels, "_ZEROES_BLOCKED_ROWS", {})  # probed afresh, where decoding and
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):  # training call it
         for dtype, answer in expected.items():
-            assert core.kernel_zeroes_blocked_rows(torch.device("cpu"), dtype) == answer
-    assert set(core._ZEROES_BLOCKED_ROWS) == {("cpu", dtype) for dtype in expected}  # once each
-    assert not core.kernel_zeroes_blocked_rows(torch.device("meta"), torch.float32)  # never probed
+            assert kernels.kernel_zeroes_blocked_rows(torch.device("cpu"), dtype) == answer
+    assert set(kernels._ZEROES_BLOCKED_ROWS) == {("cpu", dtype) for dtype in expected}  # once each
+    assert not kernels.kernel_zeroes_blocked_rows(torch.device("meta"), torch.float32)  # never probed
 
 
 def test_blocked_rows_probe_is_unseen_by_a_flop_counter(monkeypatch):
@@ -279,14 +311,14 @@ def test_blocked_rows_probe_is_unseen_by_a_flop_counter(monkeypatch):
     from torch.utils.flop_counter import FlopCounterMode
 
     q, k, v = rand_qkv(1, 2, 3, 5, 4, 4)
-    mask = torch.tensor([True, False, True, True, False])  # (n_k,)
-    monkeypatch.setattr(core, "_ZEROES_BLOCKED_ROWS", {})
+    mask = torch.tensor([[True, False, True, True, False]])  # (B, n_k)
+    monkeypatch.setattr(kernels, "_ZEROES_BLOCKED_ROWS", {})
     totals = []
     for _ in range(2):  # the first call probes, the second reads the answer
         with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
             sdpa(q, k, v, mask)
         totals.append(counter.get_total_flops())
-    assert core._ZEROES_BLOCKED_ROWS and totals[0] == totals[1] > 0
+    assert kernels._ZEROES_BLOCKED_ROWS and totals[0] == totals[1] > 0
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -315,7 +347,7 @@ def test_property_fully_blocked_rows_give_zeros_and_finite_gradients(
 def test_causal_mask_helper_and_is_causal_agree():
     q, k, v = rand_qkv(1, 2, 3, 5, 4, 4)
     for rw in (False, True):
-        a = sdpa(q, k, v, causal_mask(3, 5), return_weights=rw)
+        a = sdpa(q, k, v, causal_mask(3, 5)[None, None], return_weights=rw)  # the lecture's M
         b = sdpa(q, k, v, is_causal=True, return_weights=rw)
         torch.testing.assert_close(a[0] if rw else a, b[0] if rw else b)
 
@@ -331,11 +363,11 @@ def test_causal_mask_helper_and_is_causal_agree():
 ])
 def test_half_precision_cpu_route_follows_measured_crossover(dtype, n_q, n_k, grad, explicit):
     q, k, v = (t.requires_grad_(grad) for t in rand_qkv(1, 1, n_q, n_k, 8, 8, dtype=dtype))
-    assert core._explicit_is_faster(q, k) is explicit
-    assert not core._explicit_is_faster(q.float(), k.float())  # float32 keeps PyTorch's kernel
+    assert kernels.explicit_is_faster(q, k) is explicit
+    assert not kernels.explicit_is_faster(q.float(), k.float())  # float32 keeps PyTorch's kernel
     if n_q == 1 and not grad:  # a step counts rows × heads × keys: 8 rows of 4 heads, 64 keys
         q8, k8 = torch.zeros(8, 4, 1, 8, dtype=dtype), torch.zeros(8, 4, 64, 8, dtype=dtype)
-        assert core._explicit_is_faster(q8, k8) and not core._explicit_is_faster(q8[:1], k8[:1])
+        assert kernels.explicit_is_faster(q8, k8) and not kernels.explicit_is_faster(q8[:1], k8[:1])
 
 
 @pytest.mark.parametrize("mask_kind", MASKS)

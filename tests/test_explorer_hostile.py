@@ -22,7 +22,6 @@ from attnlab.explorer.jobs import Bounds
 from attnlab.explorer.models import ModelSet, Served
 from attnlab.explorer.requests import MAX_OUTPUT_TOKENS, MAX_SOURCE_TOKENS, nesting_depth
 from attnlab.generation import beam_search, greedy_search, sample
-from attnlab.generation.state import each_step
 from attnlab.pipelines import DecodeConfig, TranslationPipeline, saved_decoding
 from explorer_toys import GERMAN, api_client, serving, wait_until
 
@@ -134,16 +133,16 @@ def test_a_translation_is_cut_at_the_output_cap(models, monkeypatch):
     assert bounds.output_limit(DecodeConfig(), 7) == int(1.5 * 7 + 10)
 
 
-def test_each_step_checks_every_decoding_loop(models):
-    """The hook the server stops searches with is the decoding loops' own: greedy search, beam
-    search and sampling all call it before each model step, and only inside the block."""
+def test_before_step_runs_before_every_step_of_every_decoding_loop(models):
+    """The hook the server stops searches with is an argument of the decoding loops: greedy
+    search, beam search and sampling all call it before each model step, and only when given."""
     translator, gpt = models.get("translator").pipeline, models.get("gpt").pipeline.model
     src = torch.tensor([translator.src_tok.encode(SOURCE)])
     ids = dict(bos_id=translator.tgt_tok.bos_id, eos_id=translator.tgt_tok.eos_id, max_new_tokens=50)
     searches = {
-        "greedy": lambda: greedy_search(translator.model, src, **ids),
-        "beam": lambda: beam_search(translator.model, src, beam_size=3, **ids),
-        "sample": lambda: sample(gpt, [1, 2], 50, temperature=1.0, seed=0),
+        "greedy": lambda **hook: greedy_search(translator.model, src, **ids, **hook),
+        "beam": lambda **hook: beam_search(translator.model, src, beam_size=3, **ids, **hook),
+        "sample": lambda **hook: sample(gpt, [1, 2], 50, temperature=1.0, seed=0, **hook),
     }
 
     class Stop(Exception):
@@ -157,10 +156,10 @@ def test_each_step_checks_every_decoding_loop(models):
             if len(steps) == 4:
                 raise Stop
 
-        with pytest.raises(Stop), each_step(check):
-            search()
+        with pytest.raises(Stop):
+            search(before_step=check)
         assert len(steps) == 4, name
-        search()  # outside the block nothing is checked
+        search()  # without it nothing is called
         assert len(steps) == 4, name
 
 

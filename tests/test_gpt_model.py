@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnlab.models import GPT, GPTConfig
-from attnlab.positional import POSITIONAL_KINDS, LearnedPositionalEmbedding, RelativePositionBias
+from attnlab.modules.positional import POSITIONAL_KINDS, LearnedPositionalEmbedding, RelativePositionBias
 
 V = 19
 

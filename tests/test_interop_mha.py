@@ -295,8 +295,8 @@ def test_from_torch_masks_polarity_and_shapes():
         from_torch_masks(key_padding_mask=kpm),
         torch.tensor([[[[True, True, False]]], [[[True, False, False]]]]),
     )
-    assert torch.equal(
-        from_torch_masks(attn), torch.tensor([[True, False, False], [True, True, False]])
+    assert torch.equal(  # (1, 1, n_q, n_k): in attnlab a 2-D mask would be key padding
+        from_torch_masks(attn), torch.tensor([[[[True, False, False], [True, True, False]]]])
     )
     both = from_torch_masks(attn, kpm)
     assert both.shape == (2, 1, 2, 3)

@@ -197,9 +197,9 @@ def test_attn_mask_converter_both_ways_against_torch_mha():
     torch_bool = torch.ones(6, 6, dtype=torch.bool).triu(1)  # PyTorch's bool, True = blocked
     with torch.no_grad():
         ref = torch_mha(x, x, x, attn_mask=torch_causal, need_weights=False)[0]
-        for got in (
-            ours(x, mask=from_torch_attn_mask(torch_bool)),
-            ours(x, mask=from_torch_attn_mask(torch_causal)),
+        for got in (  # PyTorch's (n_q, n_k) is (1, 1, n_q, n_k) here: a 2-D mask is key padding
+            ours(x, mask=from_torch_attn_mask(torch_bool)[None, None]),
+            ours(x, mask=from_torch_attn_mask(torch_causal)[None, None]),
             ours(x, is_causal=True),
         ):
             torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)

@@ -390,3 +390,34 @@ def test_autocast_mixed_precision_is_accepted():
             out = mha(inp, is_causal=True)
             assert out.dtype == torch.bfloat16
             torch.testing.assert_close(out.float(), expected, rtol=0.05, atol=0.05)
+
+
+# ---------------------------------------------------------------- the mask contract
+
+
+def test_a_2d_mask_is_key_padding_even_when_batch_equals_queries():
+    """The issue's case, tried as a new user would: B = n_q = 4, sentence 0 has two real tokens.
+    The 2-D mask is key padding (docs/design.md, "Masks"), equal to its 4-D form; it was read
+    as (n_q, n_k) once and differed by 0.36."""
+    mha = make_mha(8, 2)
+    x = torch.randn(4, 4, 8)
+    real = torch.ones(4, 4, dtype=torch.bool)
+    real[0, 2:] = False
+    for rw in (False, True):
+        got = mha(x, mask=real, return_weights=rw)
+        torch.testing.assert_close(got, mha(x, mask=real[:, None, None], return_weights=rw), rtol=0, atol=0)
+    alone = mha(x[:1, :2])  # sentence 0's two real tokens on their own: what padding must give
+    torch.testing.assert_close(mha(x, mask=real)[:1, :2], alone, rtol=1e-5, atol=1e-6)
+    memory = torch.randn(4, 6, 8)
+    src_real = torch.ones(4, 6, dtype=torch.bool)
+    src_real[1, 3:] = False
+    torch.testing.assert_close(mha(x, memory, mask=src_real), mha(x, memory, mask=src_real[:, None, None, :]),
+                               rtol=0, atol=0)
+
+
+def test_a_2d_mask_that_is_not_key_padding_is_refused_naming_both_shapes():
+    mha = make_mha(8, 2)
+    with pytest.raises(ValueError, match=r"mask has shape \(5, 5\) but a 2-D mask is a key-padding "
+                       r"mask \(B, n_k\) = \(2, 5\)"):
+        mha(torch.randn(2, 5, 8), mask=torch.ones(5, 5, dtype=torch.bool).tril())
+

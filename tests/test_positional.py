@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.positional import (
+from attnlab.modules.positional import (
     POSITIONAL_KINDS,
     ALiBi,
     LearnedPositionalEmbedding,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnlab.models import Transformer, TransformerConfig
-from attnlab.positional import POSITIONAL_KINDS, LearnedPositionalEmbedding, RelativePositionBias
+from attnlab.modules.positional import POSITIONAL_KINDS, LearnedPositionalEmbedding, RelativePositionBias
 
 V, PAD = 13, 0
 

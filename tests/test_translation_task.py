@@ -60,7 +60,7 @@ def test_final_is_the_mean_of_the_last_two_checkpoints(run_dir):
     name = "encoder.layers.0.ff.linear1.weight"
     state = [dict(m.named_parameters()) for m in (*models, final)]
     if name not in state[0]:
-        name = next(k for k in state[0] if k.startswith("encoder") and k.endswith("weight"))
+        name = next(k for k in state[0] if k.startswith("stack.encoder") and k.endswith("weight"))
     expected = (state[0][name].double() + state[1][name].double()) / 2
     torch.testing.assert_close(state[2][name].double(), expected, rtol=0, atol=1e-6)
 

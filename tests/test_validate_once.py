@@ -1,75 +1,92 @@
-"""Validate once (issue 19): a decoding loop checks its first step in full and runs the later
-steps under :func:`attnlab.validation.trusted_inputs`; decoding runs under
-``torch.inference_mode`` while every table the model caches on the way still serves training."""
+"""Validate once: arguments are checked at the public entry points — a model's forward /
+encode / decode, a module or function a user calls — and a composite calls its parts with
+``check=False``; a decoding loop checks its first step in full and passes ``check=False`` to the
+later ones. No thread-local switch. Decoding runs under ``torch.inference_mode`` while every
+table the model caches on the way still serves training."""
 
 from __future__ import annotations
 
-import threading
+import ast
+from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+import attnlab
+from attnlab.attention import core, masks, multihead
 from attnlab.generation import greedy_search, sample
 from attnlab.generation.state import DecodingRows
-from attnlab.models import GPT, GPTConfig
+from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig
+from attnlab.models import transformer as transformer_module
+from attnlab.modules import blocks, stacks
 from attnlab.modules.norms import LayerNorm
 from attnlab.modules.rotary import RotaryEmbedding
-from attnlab.validation import inputs_trusted, trusted_inputs
 
 
-def test_trusted_inputs_is_scoped_and_restored_after_an_error():
-    assert not inputs_trusted()
-    with pytest.raises(RuntimeError, match="boom"), trusted_inputs():
-        assert inputs_trusted()
-        with trusted_inputs():
-            assert inputs_trusted()
-        assert inputs_trusted()  # the inner block restores the outer setting
-        raise RuntimeError("boom")
-    assert not inputs_trusted()
+def test_no_thread_local_switch_is_left():
+    """Checks are switched by explicit arguments only: no module keeps per-thread state."""
+    src = Path(attnlab.__file__).parent
+    for path in src.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(b) for b in node.bases}
+                assert not bases & {"threading.local", "local"}, f"{path.name}: {node.name}"
 
 
-def test_a_layer_checks_its_input_outside_the_block_only():
+def test_a_module_checks_what_a_user_gives_it_and_trusts_its_composite():
     norm = LayerNorm(4)
     with pytest.raises(ValueError, match="width 3 but the layer expects width 4"):
         norm(torch.randn(2, 3))
-    with trusted_inputs(), pytest.raises(RuntimeError):  # torch's own error, not attnlab's check
-        norm(torch.randn(2, 3))
+    with pytest.raises(RuntimeError):  # check=False: torch's own error, not attnlab's check
+        norm(torch.randn(2, 3), check=False)
 
 
-def test_trust_is_per_thread():
-    errors: list[str] = []
-    inside, done = threading.Event(), threading.Event()
+def test_one_forward_checks_each_input_once(monkeypatch):
+    """A padded translation batch through three decoder layers: the token ids are checked once
+    each and the source mask once, not again in every stack, layer and attention call."""
+    calls: Counter = Counter()
+    for module in (masks, core, multihead, blocks, stacks, transformer_module):
+        for name in ("check_mask", "check_ids"):
+            if hasattr(module, name):
+                original = getattr(module, name)
 
-    def other_thread() -> None:
-        inside.wait()
-        try:
-            LayerNorm(4)(torch.randn(2, 3))
-        except ValueError as e:  # still checked: the other thread's block does not reach here
-            errors.append(str(e))
-        done.set()
+                def counted(*args, _original=original, _name=name, **kwargs):
+                    calls[_name] += 1
+                    return _original(*args, **kwargs)
 
-    thread = threading.Thread(target=other_thread)
-    thread.start()
-    with trusted_inputs():
-        inside.set()
-        done.wait(10)
-    thread.join()
-    assert len(errors) == 1 and "expects width 4" in errors[0]
+                monkeypatch.setattr(module, name, counted)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(src_vocab_size=11, d_model=16, num_heads=2, d_ff=32,
+                                          num_encoder_layers=3, num_decoder_layers=3)).eval()
+    src, tgt = torch.randint(1, 11, (2, 5)), torch.randint(1, 11, (2, 4))
+    src[1, 3:] = 0  # padding: the source mask reaches every attention over the source
+    model(src, tgt)
+    assert calls == Counter(check_ids=2, check_mask=0)  # the model's own mask: made, not checked
+    calls.clear()
+    memory, src_mask = model.encode(src)
+    calls.clear()
+    model.decode(tgt, memory, src_mask)  # a user's call: its mask checked once for 3 layers
+    assert calls == Counter(check_ids=1, check_mask=1)
 
 
-def test_the_first_step_is_checked_and_the_later_ones_trusted():
+def test_the_first_step_is_checked_and_the_later_ones_are_not():
     seen: list[bool] = []
 
     class Rows(DecodingRows):
-        def __init__(self) -> None:
-            self.tokens = torch.zeros(1, 1, dtype=torch.long)
+        def __init__(self, takes_check: bool) -> None:
+            self.tokens, self.takes_check = torch.zeros(1, 1, dtype=torch.long), takes_check
 
-    rows = Rows()
+    rows = Rows(takes_check=True)
     for _ in range(3):
-        rows.run(lambda: seen.append(inputs_trusted()))
-    assert seen == [False, True, True]
-    assert not inputs_trusted()
+        rows.run(lambda check=True: seen.append(check))
+    assert seen == [True, False, False]
+    plain = Rows(takes_check=False)  # a model without the keyword is called as it is
+    for _ in range(2):
+        plain.run(lambda: seen.append(None))
+    assert seen[3:] == [None, None]
 
 
 def tiny_gpt(positional: str, block_size: int = 64) -> GPT:

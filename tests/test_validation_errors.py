@@ -74,8 +74,12 @@ SDPA_CASES = {
         r"q must be a floating-point tensor, got dtype torch.int64",
     ),
     "mask keys": (
-        lambda f: f(r(1, 2, 4), r(1, 9, 4), r(1, 9, 4), b(2, 7)),
-        r"mask has shape \(2, 7\) but keys have length 9",
+        lambda f: f(r(1, 2, 4), r(1, 9, 4), r(1, 9, 4), b(1, 2, 7)),
+        r"mask has shape \(1, 2, 7\) but keys have length 9",
+    ),
+    "mask 2-D not key padding": (  # docs/design.md, "Masks": a 2-D mask is (B, n_k)
+        lambda f: f(r(2, 5, 4), r(2, 6, 4), r(2, 6, 4), b(5, 6)),
+        r"mask has shape \(5, 6\) but a 2-D mask is a key-padding mask \(B, n_k\) = \(2, 6\)",
     ),
     "mask batch": (
         lambda f: f(r(2, 3, 5, 4), r(2, 3, 6, 4), r(2, 3, 6, 4), b(4, 1, 1, 6)),
@@ -83,19 +87,20 @@ SDPA_CASES = {
         r"weights' shape \(2, 3, 5, 6\)",
     ),
     "mask queries": (
-        lambda f: f(r(2, 5, 4), r(2, 6, 4), r(2, 6, 4), b(3, 6)),
-        r"mask has shape \(3, 6\), which does not broadcast .* \(2, 5, 6\)",
+        lambda f: f(r(2, 5, 4), r(2, 6, 4), r(2, 6, 4), b(2, 3, 6)),
+        r"mask has shape \(2, 3, 6\), which does not broadcast .* \(2, 5, 6\)",
     ),
     "mask too many dims": (
         lambda f: f(r(2, 5, 4), r(2, 6, 4), r(2, 6, 4), b(1, 1, 5, 6)),
-        r"mask has shape \(1, 1, 5, 6\), which does not broadcast",
+        r"mask must have 2 or 3 dimensions \(B, n_k\) up to the scores' \(2, 5, 6\), "
+        r"got shape \(1, 1, 5, 6\)",
     ),
     "mask NaN": (
-        lambda f: f(r(2, 3, 4), r(2, 3, 4), r(2, 3, 4), torch.tensor([0.0, float("nan"), 0.0])),
+        lambda f: f(r(2, 3, 4), r(2, 3, 4), r(2, 3, 4), torch.tensor([[0.0, float("nan"), 0.0]] * 2)),
         r"mask is a float \(additive\) mask and must not contain NaN",
     ),
     "mask +inf": (
-        lambda f: f(r(2, 3, 4), r(2, 3, 4), r(2, 3, 4), torch.tensor([0.0, float("inf"), 0.0])),
+        lambda f: f(r(2, 3, 4), r(2, 3, 4), r(2, 3, 4), torch.tensor([[0.0, float("inf"), 0.0]] * 2)),
         r"mask is a float \(additive\) mask and must not contain \+inf",
     ),
     "mask int dtype": (
@@ -104,7 +109,7 @@ SDPA_CASES = {
     ),
     "mask scalar": (
         lambda f: f(r(2, 3, 4), r(2, 3, 4), r(2, 3, 4), torch.tensor(True)),
-        r"mask must have at least 1 dimension \(\.\.\., n_k\), got a scalar",
+        r"mask must have 2 or 3 dimensions .* got shape \(\) \(0 dimensions\)",
     ),
     "dropout": (
         lambda f: f(r(2, 3, 4), r(2, 3, 4), r(2, 3, 4), dropout=1.5),
@@ -205,7 +210,7 @@ MHA_CASES = {
         r"mask has shape \(2, 1, 1, 4\) but keys have length 6",
     ),
     "mask NaN": (
-        lambda: mha()(r(2, 4, 8), mask=torch.full((4, 4), float("nan"))),
+        lambda: mha()(r(2, 4, 8), mask=torch.full((2, 4), float("nan"))),
         r"mask is a float \(additive\) mask and must not contain NaN",
     ),
     "cache batch": (

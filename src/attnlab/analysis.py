@@ -90,7 +90,7 @@ class AttentionCost:
 
 @dataclass(frozen=True)
 class LayerCost:
-    """One layer: ``name`` is its module path (``"encoder.layers.0"``, ``"layers.3"``)."""
+    """One layer: ``name`` is its module path (``"stack.encoder.layers.0"``, ``"decoder.layers.3"``)."""
 
     name: str
     self_attn: AttentionCost
@@ -192,8 +192,8 @@ def flops(
     if isinstance(config, TransformerConfig):
         src, tgt = (seq_len, seq_len) if isinstance(seq_len, int) else tuple(seq_len)
         _check_lengths(src, tgt)
-        encoder = _layers("encoder.layers", config.num_encoder_layers, src, None, config, b)
-        decoder = _layers("decoder.layers", config.num_decoder_layers, tgt, src, config, b)
+        encoder = _layers("stack.encoder.layers", config.num_encoder_layers, src, None, config, b)
+        decoder = _layers("stack.decoder.layers", config.num_decoder_layers, tgt, src, config, b)
         return FlopReport(encoder + decoder, 2 * b * tgt * d * config.tgt_vocab_size)
     if not isinstance(seq_len, int):
         raise ValueError(f"seq_len must be an int for {type(config).__name__}, got {seq_len!r}")

@@ -2,47 +2,17 @@
 
 Every error names the argument, what was expected and what was given, e.g.
 ``mask has shape (2, 7) but keys have length 9``. Checks raise ``ValueError`` (or
-``TypeError`` for a wrong type), never a bare assertion.
+``TypeError`` for a wrong type), never a bare assertion. They run at the public entry points
+(docs/design.md, "Validate once"); a module calling its own parts passes them ``check=False``.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
-
-
-class _Trust(threading.local):
-    on = False  # per thread: one thread's decoding loop never turns off another's checks
-
-
-_TRUST = _Trust()
-
-
-def inputs_trusted() -> bool:
-    """``True`` inside :func:`trusted_inputs`: modules skip their per-call argument checks."""
-    return _TRUST.on
-
-
-class trusted_inputs:  # noqa: N801 - used like torch.no_grad
-    """Validate once: inside this block attnlab's layers skip their per-call argument checks.
-
-    A decoding loop checks its first step in full, then feeds the model only tensors it made
-    itself (the model's own next tokens, its own cache) in the same layout; checking them again
-    in every layer of every step costs more than a small model's arithmetic (docs/design.md,
-    "Validate once"). Checks that depend on values that can change (a learned position table's
-    length) stay on. The setting is per thread and restored on exit, errors included. A class,
-    not a generator: entering it costs a fraction of a microsecond, once per decoding step.
-    """
-
-    def __enter__(self) -> None:
-        self.previous, _TRUST.on = _TRUST.on, True
-
-    def __exit__(self, *exc: object) -> None:
-        _TRUST.on = self.previous
 
 
 def shape_str(shape: Sequence[int]) -> str:

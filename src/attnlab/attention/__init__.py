@@ -3,8 +3,9 @@
 * :mod:`~attnlab.attention.pooling` — kernel attention pooling (Nadaraya–Watson), López et al.
   (Attention Mechanisms)
 * :mod:`~attnlab.attention.scoring` — dot, scaled dot, additive, bilinear, cosine scores
-* :mod:`~attnlab.attention.masks` — causal / padding masks and the masked softmax
-* :mod:`~attnlab.attention.core` — scaled dot-product attention, explicit and fused
+* :mod:`~attnlab.attention.masks` — causal / padding masks, the mask contract, the masked softmax
+* :mod:`~attnlab.attention.core` — scaled dot-product attention: the formula
+* :mod:`~attnlab.attention.kernels` — the fastest path to its value (PyTorch's kernel or the formula)
 * :mod:`~attnlab.attention.additive` — Bahdanau's additive attention module
 * :mod:`~attnlab.attention.location` — location-aware scores (Chorowski et al. 2015)
 * :mod:`~attnlab.attention.multihead` — multi-head attention with a KV cache
@@ -14,6 +15,7 @@ from attnlab.attention.additive import AdditiveAttention
 from attnlab.attention.core import scaled_dot_product_attention, self_attention
 from attnlab.attention.location import LocationAwareScore
 from attnlab.attention.masks import (
+    as_attention_mask,
     causal_mask,
     combine_masks,
     from_key_padding_mask,
@@ -51,6 +53,7 @@ __all__ = [
     "KVCache",
     "MultiHeadAttention",
     "ParametricAttentionPooling",
+    "as_attention_mask",
     "average_pooling",
     "boxcar_kernel",
     "causal_mask",

@@ -10,16 +10,27 @@ PyTorch uses the opposite polarity in ``nn.MultiheadAttention`` (``key_padding_m
 boolean ``attn_mask`` are ``True`` = *blocked*); :func:`from_key_padding_mask` and
 :func:`from_torch_attn_mask` convert.
 
+**The mask contract** (:func:`as_attention_mask`) is what every attention entry point —
+:func:`~attnlab.attention.scaled_dot_product_attention`,
+:class:`~attnlab.attention.MultiHeadAttention`, the layers, the stacks, the models — reads:
+a ``(B, n_k)`` key-padding mask (``True`` = real token; a 2-D mask is never ``(n_q, n_k)``),
+a ``(B, n_q, n_k)`` mask, or one of the scores' own rank, ``(B|1, H|1, n_q|1, n_k)``. It is
+brought to the scores' rank once, where a caller hands it in; the parts below receive only
+that form. :func:`masked_softmax` is the formula's ``softmax(S + M)`` over scores of any
+shape: its ``M`` broadcasts against ``S`` as the sum does.
+
 A query row whose every key is blocked gets all-zero weights (and so a zero output) with
 finite gradients, never NaN.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
-from attnlab.validation import check_floating, check_rank, check_tensor, inputs_trusted, shape_str
+from attnlab.validation import check_floating, check_rank, check_tensor, shape_str
 
 
 def causal_mask(
@@ -93,9 +104,10 @@ def from_torch_attn_mask(attn_mask: Tensor) -> Tensor:
     """PyTorch ``nn.MultiheadAttention``'s ``attn_mask`` → attnlab's convention.
 
     A boolean ``attn_mask`` is ``True`` = blocked in PyTorch, so it is inverted; a float
-    ``attn_mask`` is additive in both and returned as is. Shapes ``(n_q, n_k)`` broadcast
-    directly; PyTorch's ``(B·H, n_q, n_k)`` must be reshaped to ``(B, H, n_q, n_k)``
-    (:func:`attnlab.interop.from_torch_masks` does it).
+    ``attn_mask`` is additive in both and returned as is; the shape is kept, so the result
+    can go back to PyTorch. For attnlab, PyTorch's ``(n_q, n_k)`` is ``m[None, None]`` (a 2-D
+    mask is key padding here) and its ``(B·H, n_q, n_k)`` is ``(B, H, n_q, n_k)``:
+    :func:`attnlab.interop.from_torch_masks` does both.
     """
     check_tensor("attn_mask", attn_mask)
     return ~attn_mask if attn_mask.dtype == torch.bool else attn_mask
@@ -132,12 +144,7 @@ def combine_masks(*masks: Tensor | None) -> Tensor | None:
 
 def check_mask(mask: Tensor, weights_shape: tuple[int, ...], name: str = "mask") -> None:
     """Check that ``mask`` can mask attention weights of ``weights_shape`` (``(..., n_q, n_k)``)."""
-    check_tensor(name, mask)
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise ValueError(
-            f"{name} must be boolean (True = allowed) or floating (additive), "
-            f"got dtype {mask.dtype}"
-        )
+    _check_dtype(mask, name)
     n_k = weights_shape[-1]
     if mask.dim() == 0:
         raise ValueError(f"{name} must have at least 1 dimension (..., n_k), got a scalar")
@@ -159,12 +166,73 @@ def check_mask(mask: Tensor, weights_shape: tuple[int, ...], name: str = "mask")
             raise ValueError(f"{name} is a float (additive) mask and must not contain +inf")
 
 
+def _check_dtype(mask: Tensor, name: str) -> None:
+    check_tensor(name, mask)
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise ValueError(
+            f"{name} must be boolean (True = allowed) or floating (additive), "
+            f"got dtype {mask.dtype}"
+        )
+
+
 def allowed_keys(mask: Tensor) -> Tensor:
     """Boolean view of any mask: ``True`` where attention is allowed."""
     return mask if mask.dtype == torch.bool else mask != float("-inf")
 
 
-def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
+def as_attention_mask(
+    mask: Tensor | None,
+    shape: Sequence[int],
+    *,
+    name: str = "mask",
+    bias: Tensor | None = None,
+    check: bool = True,
+) -> Tensor | None:
+    """The mask contract: what a caller passes → the one form the attention takes.
+
+    ``shape`` is the scores' ``(B, H, n_q, n_k)`` (in general ``(B, ..., n_q, n_k)``). ``mask``
+    is boolean (``True`` = allowed) or additive float, one of
+
+    * ``(B, n_k)`` — key padding, ``True`` = real token; any other 2-D shape is refused;
+    * ``(B, n_q, n_k)`` — per sentence and query (4-D scores);
+    * the scores' rank, broadcastable to them — ``(B|1, H|1, n_q|1, n_k)``.
+
+    Returns the mask at the scores' rank (``(B, 1, 1, n_k)``, ``(B, 1, n_q, n_k)``, or as
+    given) plus ``bias`` (an additive float at the scores' rank: ALiBi, a relative position
+    bias), or ``None`` when both are ``None``. ``check`` validates dtype, rank, shape and
+    values, naming ``name``; ``check=False`` (the caller built the mask itself) only reshapes.
+    """
+    if mask is not None:
+        rank = len(shape)
+        if check:
+            _check_form(mask, shape, name)
+        if mask.dim() < rank:  # (B, n_k) → (B, 1, 1, n_k); (B, n_q, n_k) → (B, 1, n_q, n_k)
+            mask = mask[(slice(None),) + (None,) * (rank - mask.dim())]
+    mask = combine_masks(mask, bias)
+    if check and mask is not None:
+        check_mask(mask, tuple(shape), name)
+    return mask
+
+
+def _check_form(mask: Tensor, shape: Sequence[int], name: str) -> None:
+    """A mask of 2 to ``len(shape)`` dimensions; a 2-D one is exactly ``(B, n_k)``."""
+    _check_dtype(mask, name)
+    rank = len(shape)
+    layout = "(B, n_k), (B, n_q, n_k) or (B, H, n_q, n_k)" if rank == 4 else (
+        f"(B, n_k) up to the scores' {shape_str(shape)}")
+    check_rank(name, mask, range(2, rank + 1), layout)
+    if mask.dim() == 2 and tuple(mask.shape) != (shape[0], shape[-1]):
+        raise ValueError(
+            f"{name} has shape {shape_str(mask.shape)} but a 2-D mask is a key-padding mask "
+            f"(B, n_k) = ({shape[0]}, {shape[-1]})"
+        )
+    if mask.shape[-1] not in (1, shape[-1]):
+        raise ValueError(f"{name} has shape {shape_str(mask.shape)} but keys have length {shape[-1]}")
+
+
+def masked_softmax(
+    scores: Tensor, mask: Tensor | None = None, dim: int = -1, *, check: bool = True
+) -> Tensor:
     """Softmax over the allowed keys: López et al. (Attention Mechanisms), "masked softmax"; Li
     (Transformer Part I), ``softmax(S + M)``.
 
@@ -173,17 +241,19 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) ->
         mask: boolean (``True`` = allowed) or additive float mask broadcastable to ``scores``.
         dim: the key dimension (default last).
 
+        check: validate ``scores`` and ``mask``; ``False`` for a caller that made both
+            (:func:`~attnlab.attention.scaled_dot_product_attention`).
+
     Returns:
         weights of ``scores``' shape: each row sums to 1 over its allowed keys, is exactly 0 on
         blocked keys, and is all zeros (with finite gradients) when every key is blocked.
     """
-    trusted = inputs_trusted()
-    if not trusted:
+    if check:
         check_tensor("scores", scores)
         check_floating("scores", scores)
     if mask is None:
         return torch.softmax(scores, dim=dim)
-    if not trusted:
+    if check:
         if scores.dim() == 0:
             raise ValueError("scores must have at least 1 dimension (..., n_k), got a scalar")
         check_mask(mask, tuple(scores.shape))

@@ -17,13 +17,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.core import scaled_dot_product_attention
+from attnlab.attention.masks import as_attention_mask
 from attnlab.validation import (
     check_floating,
     check_heads,
     check_positive,
     check_probability,
     check_rank,
-    inputs_trusted,
     shape_str,
 )
 
@@ -119,6 +119,16 @@ class KVCache:
         return out
 
 
+def check_cache(name: str, cache: object, batch: int) -> None:
+    """``cache`` is ``None`` or a :class:`KVCache` empty or holding ``batch`` rows."""
+    if cache is None:
+        return
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"{name} must be a KVCache, got {type(cache).__name__}")
+    if cache.batch_size not in (None, batch):
+        raise ValueError(f"{name} holds batch size {cache.batch_size} but x has batch size {batch}")
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with separate heads for self- and cross-attention.
 
@@ -206,17 +216,22 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         return_weights: bool = False,
         cache: KVCache | None = None,
+        check: bool = True,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from ``x`` ``(B, n_q, d_model)`` to itself or to ``memory`` ``(B, n_k, kdim)``.
 
-        ``mask`` follows docs/design.md (bool ``True`` = allowed, or additive float) and broadcasts
-        to ``(B, H, n_q, n_k)``; with a ``cache`` the keys are the cached ones plus the new.
-        ``is_causal`` blocks future keys (bottom-right aligned, correct with a cache).
-        ``value`` ``(B, n_k, vdim)`` gives values distinct from the keys' tokens ``memory``
-        (PyTorch's ``mha(query, key, value)``); by default values come from ``memory``.
+        ``mask`` follows docs/design.md's mask contract (bool ``True`` = allowed, or additive
+        float): ``(B, n_k)`` key padding (``True`` = real token), ``(B, n_q, n_k)``, or
+        broadcastable to ``(B, H, n_q, n_k)`` with 4 dimensions; with a ``cache`` the keys are
+        the cached ones plus the new. ``is_causal`` blocks future keys (bottom-right aligned,
+        correct with a cache). ``value`` ``(B, n_k, vdim)`` gives values distinct from the keys'
+        tokens ``memory`` (PyTorch's ``mha(query, key, value)``); by default values come from
+        ``memory``. ``check=False``: the caller (a layer) has checked the arguments and gives
+        ``mask`` in the contract's 4-D form.
         """
-        if not inputs_trusted():
+        if check:
             self._check_inputs(x, memory, value, cache)
+            mask = as_attention_mask(mask, self._scores_shape(x, memory, cache))
         cross = memory is not None
         if cross and cache is not None and cache.static and len(cache) > 0:
             memory = _CACHED  # cross-attention keys/values were computed at the first step
@@ -244,11 +259,22 @@ class MultiHeadAttention(nn.Module):
             is_causal=is_causal and q.shape[-2] > 1,  # one query, the last: it sees every key
             dropout=self.dropout if self.training else 0.0,
             return_weights=return_weights,
+            check=False,
         )
         out, weights = out if return_weights else (out, None)
         b, _, n_q, _ = out.shape
         out = self.out_proj(out.transpose(1, 2).reshape(b, n_q, self.d_model))  # (B, n_q, d)
         return (out, weights) if return_weights else out
+
+    def _scores_shape(self, x: Tensor, memory: Tensor | None, cache: KVCache | None) -> tuple[int, ...]:
+        """``(B, H, n_q, n_k)``: the keys are the cached and the new ones (self-attention), the
+        memory's, or those a static cache already holds (cross-attention)."""
+        b, n_q, _ = x.shape
+        if memory is None:
+            n_k = n_q + (len(cache) if cache is not None else 0)
+        else:
+            n_k = len(cache) if cache is not None and cache.static and len(cache) else memory.shape[1]
+        return b, self.num_heads, n_q, n_k
 
     def _check_inputs(
         self, x: Tensor, memory: Tensor | None, value: Tensor | None, cache: KVCache | None
@@ -257,12 +283,7 @@ class MultiHeadAttention(nn.Module):
         self._check_dtype("x", x)
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x has width {x.shape[-1]} but d_model is {self.d_model}")
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a KVCache, got {type(cache).__name__}")
-        if cache is not None and cache.batch_size not in (None, x.shape[0]):
-            raise ValueError(
-                f"cache holds batch size {cache.batch_size} but x has batch size {x.shape[0]}"
-            )
+        check_cache("cache", cache, x.shape[0])
         if memory is None:
             if value is not None:
                 raise ValueError("value was given without memory; pass memory (the keys' tokens) too")

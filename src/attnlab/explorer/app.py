@@ -132,7 +132,8 @@ def stream_generation(served: Served, job: Job, req: GenerateRequest) -> AsyncIt
     def work() -> None:
         try:
             views.generate(served.pipeline, req.prompt, emit, max_new_tokens=req.max_new_tokens,
-                           temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed)
+                           temperature=req.temperature, top_k=req.top_k, top_p=req.top_p, seed=req.seed,
+                           before_step=job.check)
         except ClientLeft:
             return
         except Cancelled as why:  # out of time: the client sees why as the last event
@@ -173,8 +174,9 @@ def create_app(models: ModelSet, *, access: Access | None = None, limits: Bounds
     async def translate(request: Request) -> Response:
         req = translate_request(parse_body(await read_body(request)))
         served = models.get("translator", req.checkpoint)
-        view = await answer(request, served, Job(limits), bounds.translation, served.pipeline, req.text,
-                            req.beam)
+        job = Job(limits)
+        view = await answer(request, served, job, bounds.translation, served.pipeline, req.text,
+                            req.beam, job.check)
         return JSONResponse(view)
 
     async def generate(request: Request) -> Response:

@@ -11,6 +11,7 @@ The server (:mod:`.app`, on the model's worker thread) and ``attnlab export-html
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from attnlab.explorer import views
@@ -40,10 +41,14 @@ def output_limit(decoding: DecodeConfig, source_tokens: int, cap: int = MAX_OUTP
     return min(decoding.limit(source_tokens), cap)
 
 
-def translation(translator: TranslationPipeline, text: str, beam: int | None) -> dict[str, Any]:
-    """:func:`.views.translation_view` of ``text`` within the caps."""
+def translation(
+    translator: TranslationPipeline, text: str, beam: int | None,
+    before_step: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """:func:`.views.translation_view` of ``text`` within the caps (``before_step``: called
+    before every decoding step)."""
     max_len = output_limit(translator.decoding, source_length(translator, text))
-    return views.translation_view(translator, text, beam=beam, max_len=max_len)
+    return views.translation_view(translator, text, beam=beam, max_len=max_len, before_step=before_step)
 
 
 def heads(encoder: EncoderPipeline, text: str) -> dict[str, Any]:

@@ -7,9 +7,10 @@ waiting, else 503 with ``Retry-After``. A :class:`Job` is one request's side of 
 event loop marks it :meth:`Job.leave` when the client disconnects (:func:`watch_disconnect` for
 a JSON answer; the end of the stream for a generation). The worker thread checks it when the
 job's turn comes — a job whose client has left never reaches the model — and then before every
-decoding step (:class:`attnlab.generation.state.each_step`): a beam search or a sampling whose
-client has left, or that has run :attr:`Bounds.model_seconds` on the model, stops at its next
-step. (A head view is one forward pass over at most 64 word pieces: it has no step to stop at.)
+decoding step (the view passes :meth:`Job.check` as the decoding's ``before_step``): a
+beam search or a sampling whose client has left, or that has run :attr:`Bounds.model_seconds`
+on the model, stops at its next step. (A head view is one forward pass over at most 64 word
+pieces: it has no step to stop at.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnlab.explorer.requests import MAX_QUEUE, MODEL_SECONDS
-from attnlab.generation.state import each_step
 
 
 @dataclass(frozen=True)
@@ -65,12 +65,11 @@ class Job:
                             "the limit per request: try a shorter text or a smaller beam")
 
     def run(self, view: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """On the worker thread: ``view(*args, **kwargs)`` unless the client has left, with
-        :meth:`check` before every decoding step and the clock started now."""
+        """On the worker thread: ``view(*args, **kwargs)`` unless the client has left, with the
+        clock started now (a decoding view calls :meth:`check` before every step)."""
         self.check()
         self.deadline = time.monotonic() + self.bounds.model_seconds
-        with each_step(self.check):
-            return view(*args, **kwargs)
+        return view(*args, **kwargs)
 
 
 async def watch_disconnect(receive: Callable[[], Awaitable[dict[str, Any]]], job: Job) -> None:

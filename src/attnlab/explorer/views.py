@@ -41,6 +41,7 @@ def rounded(weights: Tensor) -> list:
 
 def translation_view(
     translator: TranslationPipeline, source: str, *, beam: int | None = None, max_len: int | None = None,
+    before_step: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Translate ``source`` with beam size ``beam`` and at most ``max_len`` output subwords
     (default: the checkpoint's) and return the translation with its cross-attention
@@ -48,7 +49,7 @@ def translation_view(
     in ``<eos>``). A model without attention (Cho et al.'s) has ``attention: null`` and a
     ``note`` saying why."""
     decoding = translator.settings(beam_size=beam, max_len=max_len)
-    (translation,) = translator.translate([source], decoding)
+    (translation,) = translator.translate([source], decoding, before_step=before_step)
     view: dict[str, Any] = {"source": source, "translation": translation, "beam": decoding.beam_size}
     if not translator.draws_attention:
         try:
@@ -68,6 +69,7 @@ def translation_view(
 def generate(
     pipeline: LanguageModelPipeline, prompt: str, emit: Callable[[Event], None], *,
     max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None, seed: int | None,
+    before_step: Callable[[], None] | None = None,
 ) -> str:
     """Sample a continuation of ``prompt`` (KV-cached, the sliding window of
     :mod:`attnlab.generation.state`; the special tokens never drawn, as ``attnlab generate``)
@@ -95,7 +97,7 @@ def generate(
         position[0] += 1
 
     text = pipeline.generate(prompt, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                             seed=seed, write=pieces.append, watch=watch)
+                             seed=seed, write=pieces.append, watch=watch, before_step=before_step)
     new_tokens = position[0] - len(ids)
     emit({"event": "done", "text": "".join(pieces), "continuation": text, "new_tokens": new_tokens})
     return text

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.devices import model_device
-from attnlab.generation.state import check_count, inference, make_state
+from attnlab.generation.state import BeforeStep, check_count, inference, make_state
 from attnlab.memory import Need, check_fits, sized
 
 PENALTY_FORMS = ("gnmt", "simple")
@@ -168,11 +168,12 @@ def beam_search(
     early_stop: bool = True,
     use_cache: bool = True,
     window_keep: int | None = None,
+    before_step: BeforeStep | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch; returns the ``n_best`` hypotheses of each row, best first.
 
     Args:
-        model, src, prompt, bos_id, eos_id, use_cache, window_keep: as for
+        model, src, prompt, bos_id, eos_id, use_cache, window_keep, before_step: as for
             :func:`~attnlab.generation.greedy_search` (encoder-decoder: ``src`` — ids ``(B, S)``
             or images ``(B, C, H, W)`` — with ``bos_id`` and ``eos_id``; decoder-only:
             ``prompt``, ``eos_id`` optional).
@@ -201,7 +202,7 @@ def beam_search(
     with inference(model, tokens_only=True):  # ids and floats out: inference_mode
         state, batch = make_state(  # one row per source: the K beams start equal
             model, src, prompt, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
-            window_keep=window_keep,
+            window_keep=window_keep, before_step=before_step,
         )
         if state.limit is not None:
             max_new_tokens = min(max_new_tokens, state.limit)

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.devices import model_device
-from attnlab.generation.state import check_count, inference, make_state
+from attnlab.generation.state import BeforeStep, check_count, inference, make_state
 
 
 def stop_set(stop_tokens: int | Iterable[int] | None) -> set[int]:
@@ -97,6 +97,7 @@ def greedy_search(
     eos_id: int | None = None,
     use_cache: bool = True,
     window_keep: int | None = None,
+    before_step: BeforeStep | None = None,
 ) -> list[list[int]]:
     """Greedy decoding of a batch; returns the new token ids of each row.
 
@@ -117,6 +118,8 @@ def greedy_search(
             prefix every step — same tokens, for testing and benchmarks).
         window_keep: decoder-only: tokens kept when the context window slides
             (default ``block_size // 2``; see :mod:`attnlab.generation.state`).
+        before_step: called before every model step; what it raises ends the decoding there
+            (``attnlab serve`` stops a search whose client left or whose time is up).
 
     Returns ``B`` lists of token ids: the generated tokens without ``bos_id``, the prompt or the
     final ``eos_id``; a row shorter than ``max_new_tokens`` (after the cap) ended with
@@ -127,7 +130,7 @@ def greedy_search(
     with inference(model, tokens_only=True):
         state, _ = make_state(
             model, src, prompt, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
-            window_keep=window_keep,
+            window_keep=window_keep, before_step=before_step,
         )
         if state.limit is not None:
             max_new_tokens = min(max_new_tokens, state.limit)

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from attnlab.devices import model_device
 from attnlab.generation.greedy import OnToken, decode_rows, stop_set
 from attnlab.generation.state import (
+    BeforeStep,
     DecoderOnlyState,
     as_prompt,
     check_count,
@@ -111,6 +112,7 @@ def sample(
     stop_tokens: int | Iterable[int] | None = None,
     window_keep: int | None = None,
     on_token: OnToken | None = None,
+    before_step: BeforeStep | None = None,
 ) -> list[list[int]]:
     """Sample up to ``max_new_tokens`` tokens after ``prompt`` from a decoder-only model.
 
@@ -131,6 +133,7 @@ def sample(
             ``block_size // 2``; the sliding window of :mod:`attnlab.generation.state`).
         on_token: called as ``on_token(row, token)`` with each token as it is drawn, to stream
             the output.
+        before_step: called before every model step; what it raises ends the sampling there.
 
     Returns ``B`` lists of new token ids (the prompt and the stop token not included).
     Rows share one generator, so a row's draws depend on the batch it is in.
@@ -146,7 +149,9 @@ def sample(
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
     with inference(model, tokens_only=True):
         ids = as_prompt(prompt, device, getattr(getattr(model, "config", None), "vocab_size", None))
-        state = DecoderOnlyState(model, ids, use_cache=use_cache, window_keep=window_keep)
+        state = DecoderOnlyState(
+            model, ids, use_cache=use_cache, window_keep=window_keep, before_step=before_step
+        )
 
         def choose(logits: Tensor) -> Tensor:
             return sample_next(

@@ -31,7 +31,7 @@ O(block_size) on average while every prediction still sees at least ``keep`` tok
 
 from __future__ import annotations
 
-import threading
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -39,14 +39,10 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.devices import model_device
-from attnlab.validation import (
-    check_positive,
-    check_rank,
-    check_tensor,
-    check_token_ids,
-    shape_str,
-    trusted_inputs,
-)
+from attnlab.validation import check_positive, check_rank, check_tensor, check_token_ids, shape_str
+
+BeforeStep = Callable[[], None]
+"""Called before every model call of a decoding loop; what it raises ends the decoding there."""
 
 
 def is_encoder_decoder(model: nn.Module) -> bool:
@@ -78,27 +74,13 @@ def window_start(length: int, start: int, block_size: int, keep: int) -> int:
     return length - keep if length - start > block_size else start
 
 
-class _StepCheck(threading.local):
-    check: Callable[[], None] | None = None  # per thread: one server request's check, not another's
-
-
-_STEP = _StepCheck()
-
-
-class each_step:  # noqa: N801 - used like trusted_inputs
-    """Inside this block every decoding step — each model call of greedy search, beam search and
-    sampling (:meth:`DecodingRows.run`) — first calls ``check()``; whatever it raises ends the
-    decoding there. ``attnlab serve`` stops with it a search whose client has left or whose time
-    is up. Per thread, restored on exit; outside such a block a step pays one attribute lookup."""
-
-    def __init__(self, check: Callable[[], None]) -> None:
-        self.check = check
-
-    def __enter__(self) -> None:
-        self.previous, _STEP.check = _STEP.check, self.check
-
-    def __exit__(self, *exc: object) -> None:
-        _STEP.check = self.previous
+def takes_check(method: Callable) -> bool:
+    """Whether a model's ``decode`` / ``forward`` takes ``check`` (docs/design.md, "Validate
+    once"): the decoding loops pass ``check=False`` to it after their first step."""
+    try:
+        return "check" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # no signature to read: called as it is
+        return False
 
 
 def check_count(name: str, value: object) -> int:
@@ -128,27 +110,31 @@ def as_prompt(
 
 
 class DecodingRows:
-    """What both states share: the rows' tokens ``(R, L)`` and the model call that is checked in
-    full once and trusted after (:func:`~attnlab.validation.trusted_inputs`: every later step
-    feeds the model its own tokens and cache, in the layout the first step validated)."""
+    """What both states share: the rows' tokens ``(R, L)`` and the model call. The first call
+    is checked in full; every later step feeds the model its own tokens and cache in the layout
+    that call validated, so a model whose step takes ``check`` (:func:`takes_check`) is then
+    called with ``check=False``. ``before_step``, if given, is called before every model call."""
 
     tokens: Tensor  # (R, L)
     checked: bool = False
+    takes_check: bool = False  # the model's step takes check: later steps pass check=False
+    before_step: BeforeStep | None = None
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
 
     def run(self, fn: Callable[..., Tensor], *args, **kwargs) -> Tensor:
-        """``fn(*args, **kwargs)``, with the layers' argument checks after the first call off;
-        the check of an enclosing :class:`each_step` block runs first."""
-        if _STEP.check is not None:
-            _STEP.check()
+        """``fn(*args, **kwargs)`` after :attr:`before_step`; after the first call, with
+        ``check=False`` when the model takes it."""
+        if self.before_step is not None:
+            self.before_step()
         if not self.checked:
             out = fn(*args, **kwargs)
             self.checked = True
             return out
-        with trusted_inputs():
-            return fn(*args, **kwargs)
+        if self.takes_check:
+            return fn(*args, check=False, **kwargs)
+        return fn(*args, **kwargs)
 
     def append(self, next_tokens: Tensor) -> None:
         self.tokens = torch.cat([self.tokens, next_tokens.view(-1, 1)], dim=1)  # (R, L + 1)
@@ -162,9 +148,11 @@ class DecoderOnlyState(DecodingRows):
     limit: int | None = None  # no cap on new tokens: the window slides
 
     def __init__(
-        self, model: nn.Module, prompt: Tensor, *, use_cache: bool, window_keep: int | None
+        self, model: nn.Module, prompt: Tensor, *, use_cache: bool, window_keep: int | None,
+        before_step: BeforeStep | None = None,
     ) -> None:
-        self.model, self.use_cache = model, use_cache
+        self.model, self.use_cache, self.before_step = model, use_cache, before_step
+        self.takes_check = takes_check(model.forward)
         self.block_size = model.config.block_size
         self.keep = max(1, self.block_size // 2) if window_keep is None else window_keep
         if not 1 <= self.keep <= self.block_size:
@@ -216,8 +204,10 @@ class EncoderDecoderState(DecodingRows):
         bos_id: int,
         eos_id: int,
         use_cache: bool,
+        before_step: BeforeStep | None = None,
     ) -> None:
-        self.model, self.use_cache = model, use_cache
+        self.model, self.use_cache, self.before_step = model, use_cache, before_step
+        self.takes_check = takes_check(model.decode)
         self.memory, self.src_mask = memory, src_mask  # (R, S, d), (R, S)
         self.tokens = torch.full(
             (memory.shape[0], 1), bos_id, dtype=torch.long, device=memory.device
@@ -265,9 +255,11 @@ def make_state(
     use_cache: bool,
     window_keep: int | None = None,
     repeat: int = 1,
+    before_step: BeforeStep | None = None,
 ) -> tuple[DecoderOnlyState | EncoderDecoderState, int]:
     """The decoding state of ``model`` for ``src`` (encoder-decoder) or ``prompt`` (decoder-only),
-    each input row repeated ``repeat`` times (beams); returns ``(state, batch size B)``.
+    each input row repeated ``repeat`` times (beams), calling ``before_step`` before every model
+    step; returns ``(state, batch size B)``.
 
     ``src`` is whatever ``model.encode`` reads, batch first — token ids ``(B, S)`` for the
     translators, images ``(B, C, H, W)`` for :class:`~attnlab.models.ShowAttendTell` — and
@@ -286,7 +278,7 @@ def make_state(
         ids = as_prompt(prompt, device, getattr(getattr(model, "config", None), "vocab_size", None))
         ids = ids.repeat_interleave(repeat, dim=0)  # (B·repeat, n)
         return DecoderOnlyState(
-            model, ids, use_cache=use_cache, window_keep=window_keep
+            model, ids, use_cache=use_cache, window_keep=window_keep, before_step=before_step
         ), ids.shape[0] // repeat
     if prompt is not None:
         raise ValueError(
@@ -310,6 +302,7 @@ def make_state(
     if src_mask is not None:
         src_mask = src_mask.repeat_interleave(repeat, dim=0)  # (B·repeat, S)
     state = EncoderDecoderState(
-        model, memory, src_mask, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache
+        model, memory, src_mask, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
+        before_step=before_step,
     )
     return state, src.shape[0]

@@ -39,8 +39,10 @@ PyTorch argument                meaning in PyTorch  attnlab equivalent
 n_k)``                          head
 ==============================  ==================  ============================================
 
-(The converters live in :mod:`attnlab.attention.masks`.) :func:`from_torch_masks` does all
-of it at once — invert, reshape the 3-D ``attn_mask`` (given ``num_heads``) and combine
+(The converters live in :mod:`attnlab.attention.masks`.) A 2-D mask is key padding ``(B,
+n_k)`` in attnlab (docs/design.md, "Masks"), so PyTorch's 2-D ``attn_mask`` ``(n_q, n_k)``
+goes in as ``(1, 1, n_q, n_k)``. :func:`from_torch_masks` does all of it at once — invert,
+bring ``attn_mask`` to 4 dimensions (unfolding a 3-D one, given ``num_heads``) and combine
 with the padding mask — and returns the ``mask=`` to pass. Note that
 ``torch.nn.functional.scaled_dot_product_attention`` already uses attnlab's polarity
 (``True`` = allowed), so its masks pass unchanged.

@@ -104,9 +104,11 @@ def from_torch_masks(
         num_heads: ``H``, needed only to unfold a 3-D ``attn_mask`` into ``(B, H, n_q, n_k)``.
 
     Returns:
-        A mask in attnlab's convention (boolean ``True`` = allowed, or additive float) that
-        broadcasts to ``(B, H, n_q, n_k)``, or ``None`` when both inputs are ``None``.
-        Pass it as ``mask=`` to the module returned by :func:`from_torch_mha`.
+        A mask in attnlab's convention (boolean ``True`` = allowed, or additive float) in the
+        4-D form of the mask contract, broadcastable to ``(B, H, n_q, n_k)`` (``(1, 1, n_q,
+        n_k)`` for PyTorch's 2-D ``attn_mask``: a 2-D mask is key padding in attnlab), or
+        ``None`` when both inputs are ``None``. Pass it as ``mask=`` to the module returned by
+        :func:`from_torch_mha`.
     """
     if attn_mask is not None:
         check_rank("attn_mask", attn_mask, (2, 3), "(n_q, n_k) or (B·H, n_q, n_k)")
@@ -117,6 +119,8 @@ def from_torch_masks(
         key_padding_mask = from_key_padding_mask(key_padding_mask)  # (B, 1, 1, n_k)
         if attn_mask is not None:
             _check_same_keys(attn_mask, key_padding_mask)
+    if attn_mask is not None and attn_mask.dim() == 2:
+        attn_mask = attn_mask[None, None]  # (1, 1, n_q, n_k): never read as key padding
     return combine_masks(attn_mask, key_padding_mask)
 
 

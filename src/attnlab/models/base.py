@@ -1,4 +1,6 @@
-"""What every attnlab model shares: config construction, checkpoints, parameter counts, caches.
+"""What every attnlab model shares: config construction, checkpoints, parameter counts, caches
+(a Transformer's :class:`~attnlab.modules.stacks.ModelCache` comes from its stack's
+``new_cache``; a recurrent model's state is a :class:`StateCache`).
 
 A model subclasses :class:`PretrainedModel`, sets ``model_type`` (written to
 ``config.json``) and ``config_class`` (its config dataclass), takes that config in its
@@ -18,7 +20,6 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 
-from attnlab.attention.multihead import KVCache
 from attnlab.checkpoint import (
     CONFIG_NAME,
     ExtraFiles,
@@ -30,6 +31,7 @@ from attnlab.checkpoint import (
 from attnlab.config import upgrade
 from attnlab.devices import resolve_device
 from attnlab.memory import check_fits, leading_sizes, measure_model
+from attnlab.modules.stacks import ModelCache  # noqa: F401  (attnlab.models.ModelCache)
 from attnlab.validation import indefinite
 
 MODEL_TYPES: dict[str, type[PretrainedModel]] = {}
@@ -138,33 +140,13 @@ def draws_attention(method: Callable[..., Any]) -> bool:
     return "return_weights" in inspect.signature(method).parameters
 
 
-class ModelCache(list):
-    """Per-layer KV caches of a model: a :class:`KVCache` (GPT) or a ``(self, cross)`` pair.
-
-    ``offset`` is the number of positions already decoded; :meth:`reorder` keeps batch rows
-    ``index`` in every cache (beam search).
-    """
-
-    @property
-    def offset(self) -> int:
-        first = self[0] if len(self) else KVCache()
-        return len(first[0] if isinstance(first, tuple) else first)
-
-    def reorder(self, index: Tensor, *, static: bool = True) -> None:
-        """Keep rows ``index``; ``static=False`` leaves the static (cross-attention) caches as
-        they are — for an ``index`` that keeps every row on rows of its own source."""
-        for entry in self:
-            for cache in entry if isinstance(entry, tuple) else (entry,):
-                if static or not cache.static:
-                    cache.reorder(index)
-
-
 class StateCache(dict):
     """The decoding state of a recurrent model: named tensors, batch first (a decoder state,
     projected keys, the previous alignment, memory tapes).
 
     ``offset`` is the number of positions already decoded; :meth:`reorder` keeps batch rows
-    ``index`` of every tensor (beam search), as :class:`ModelCache` does for KV caches.
+    ``index`` of every tensor (beam search), as :class:`~attnlab.modules.stacks.ModelCache`
+    does for KV caches.
     """
 
     def __init__(self) -> None:

@@ -88,7 +88,8 @@ class Encoder(PretrainedModel):
     ``Encoder(EncoderConfig(vocab_size=...))``. ``forward(input_ids, attention_mask=None,
     token_type_ids=None, *, return_weights=False)``: ``input_ids`` ``(B, n)``,
     ``attention_mask`` ``(B, n)`` bool or 0/1 (``1`` = real token), ``token_type_ids``
-    ``(B, n)`` segment ids (default 0). Returns the token states ``(B, n, d)``, or
+    ``(B, n)`` segment ids (default 0); ``attention_mask`` may also be any other form of the
+    mask contract (``(B, 1, 1, n)`` …). Returns the token states ``(B, n, d)``, or
     ``(hidden, [weights (B, H, n, n) per layer])``. Sentence vectors: :func:`pool`, or
     :meth:`attnlab.pipelines.EncoderPipeline.embed` from strings. BERT's pooler (when
     ``config.pooler``): ``encoder.pooler(hidden[:, 0])``.
@@ -138,9 +139,11 @@ class Encoder(PretrainedModel):
         token_type_ids: Tensor | None = None, *, return_weights: bool = False,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         x = self.embed(input_ids, token_type_ids)  # (B, n, d)
-        mask = as_bool_mask(attention_mask, input_ids.shape)  # (B, n) or None
+        mask = attention_mask
+        if isinstance(mask, Tensor) and mask.dim() == 2:  # BERT's (B, n) of 1 = real token, bool or int
+            mask = as_bool_mask(mask, input_ids.shape)
         n = input_ids.shape[1]
-        bias = self.positions.bias(n, n)  # (H, n, n) or None
+        bias = self.positions.bias(n, n)  # (1, H, n, n) or None
         return self.encoder(x, mask, attn_bias=bias, return_weights=return_weights)
 
     def pool(

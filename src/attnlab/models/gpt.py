@@ -17,12 +17,11 @@ from dataclasses import KW_ONLY, dataclass
 
 from torch import Tensor, nn
 
-from attnlab.attention.multihead import KVCache
 from attnlab.models.base import ModelCache, PretrainedModel, register_model
 from attnlab.modules.block_config import BlockConfig
 from attnlab.modules.positional import PositionalConfig, PositionalScheme
 from attnlab.modules.stacks import TransformerEncoderStack
-from attnlab.validation import check_ids, check_positive, inputs_trusted
+from attnlab.validation import check_ids, check_positive
 
 
 @dataclass
@@ -101,31 +100,37 @@ class GPT(PretrainedModel):
 
     def new_cache(self) -> ModelCache:
         """Empty per-layer :class:`KVCache` s for incremental decoding."""
-        return ModelCache(KVCache() for _ in self.decoder.layers)
+        return self.decoder.new_cache()
 
     def forward(
-        self, idx: Tensor, *, cache: ModelCache | None = None, return_weights: bool = False
+        self, idx: Tensor, *, cache: ModelCache | None = None, return_weights: bool = False,
+        check: bool = True,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """``idx`` ``(B, n)`` → logits ``(B, n, V)``.
 
         With ``return_weights``: ``(logits, weights)``, one ``(B, H, n, n_k)`` per layer.
+        ``check=False`` (a decoding loop after its first step: its own tokens and cache) skips
+        the argument checks; the learned positions' length check stays.
         """
-        out = self.hidden_states(idx, cache=cache, return_weights=return_weights)
+        out = self.hidden_states(idx, cache=cache, return_weights=return_weights, check=check)
         if return_weights:
             x, weights = out
             return self.head(x), weights  # (B, n, V)
         return self.head(out)  # (B, n, V)
 
     def hidden_states(
-        self, idx: Tensor, *, cache: ModelCache | None = None, return_weights: bool = False
+        self, idx: Tensor, *, cache: ModelCache | None = None, return_weights: bool = False,
+        check: bool = True,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """The final-norm hidden states ``(B, n, d)`` the LM head reads (GPT-1's h_L, used
         for fine-tuning heads), or ``(h, [weights (B, H, n, n_k)] per layer)``."""
-        if not inputs_trusted():
+        if check:
             check_ids("idx", idx, self.config.vocab_size)
         offset, n = (0 if cache is None else cache.offset), idx.shape[1]
         self.pos.check_length("idx", offset + n, "block_size")
         x = self.pos.add(self.tok_embed(idx), offset)  # (B, n, d)
         x = self.dropout(x) if self.training else x
         bias = self.pos.bias(n, offset + n)  # (1, H, n, n_k) or None
-        return self.decoder(x, attn_bias=bias, is_causal=True, cache=cache, return_weights=return_weights)
+        return self.decoder(
+            x, attn_bias=bias, is_causal=True, cache=cache, return_weights=return_weights, check=check
+        )

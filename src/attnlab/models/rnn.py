@@ -27,8 +27,8 @@ decoder state, so no prefix is recomputed. What depends on the source alone is c
 cache's first step and kept: Bahdanau's key projection ``W_k h_j`` (their ``U_a h_j``, which
 "does not depend on i", appendix A.1.2), for few short sources the images ``W h_j`` of
 the annotations under the weights that read ``c_i`` (``W c_i = Σ_j α_ij W h_j``), and for Cho's
-model every product of a weight with the one context vector ``c``. Later steps skip the checks in
-:func:`~attnlab.validation.trusted_inputs` (the decoding loop validates its first step).
+model every product of a weight with the one context vector ``c``. A decoding loop checks its first
+step and passes ``check=False`` to the later ones (docs/design.md, "Validate once").
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from attnlab.validation import (
     check_probability,
     check_rank,
     check_vocabularies,
-    inputs_trusted,
 )
 
 
@@ -161,8 +160,6 @@ class _RNNTranslator(PretrainedModel):
         return self.dropout(x) if self.training else x
 
     def _check_decode(self, tgt: Tensor, memory: Tensor) -> None:
-        if inputs_trusted():
-            return  # a decoding loop's later step: its own tokens, the memory of its first step
         check_ids("tgt", tgt, self.config.tgt_vocab_size)
         check_rank("memory", memory, 3, "(B, S, d)")
         if memory.shape[0] != tgt.shape[0]:
@@ -216,12 +213,14 @@ class RNNSeq2Seq(_RNNTranslator):
         return context.unsqueeze(1), torch.ones(src.shape[0], 1, dtype=torch.bool, device=src.device)
 
     def decode(
-        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, *, cache: StateCache | None = None
+        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, *, cache: StateCache | None = None,
+        check: bool = True,
     ) -> Tensor:
         """Logits ``(B, T, V_tgt)`` of ``tgt`` ``(B, T)`` given the context ``memory`` ``(B, 1, H)``;
         with a ``cache``, ``tgt`` holds only the new tokens and the state is carried over. There
         are no attention weights to return: the decoder sees one fixed context vector."""
-        self._check_decode(tgt, memory)
+        if check:  # False: a decoding loop's later step (docs/design.md, "Validate once")
+            self._check_decode(tgt, memory)
         embedded = self._drop(self.tgt_embed(tgt))  # (B, T, E)
         if cache is None:
             return self._teacher_forced(embedded, memory[:, 0])
@@ -332,13 +331,14 @@ class AttentionSeq2Seq(_RNNTranslator):
 
     def decode(
         self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, *,
-        cache: StateCache | None = None, return_weights: bool = False,
+        cache: StateCache | None = None, return_weights: bool = False, check: bool = True,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """Logits ``(B, T, V_tgt)`` of ``tgt`` ``(B, T)`` attending over ``memory`` ``(B, S, 2e)``;
         with ``return_weights`` also ``[alignment (B, 1, T, S)]``. With a ``cache``, ``tgt``
         holds only the new tokens; the state and last alignment are carried over, and the keys
         and ``src_mask`` are the first step's."""
-        self._check_decode(tgt, memory)
+        if check:  # False: a decoding loop's later step (docs/design.md, "Validate once")
+            self._check_decode(tgt, memory)
         if src_mask is None:
             src_mask = torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
         state, keys, previous, mask = self._start(memory, src_mask, cache)

@@ -11,9 +11,12 @@ output projection. Source padding (``pad_id``) is masked as keys in the encoder 
 cross-attention. The target needs only the causal mask: with right padding no real token
 ever sees a later pad, and the outputs at pad positions are ignored by the loss.
 
-For generation, :meth:`Transformer.encode` runs once and :meth:`Transformer.decode` runs step
-by step with a cache from :meth:`Transformer.new_cache` (self-attention keys/values grow;
-cross-attention keys/values are projected from the memory once, at the first step).
+The layers are one :class:`~attnlab.modules.stacks.EncoderDecoderStack` (``model.stack``, the
+class :mod:`attnlab.interop` builds from ``nn.Transformer``); ``model.encoder`` and
+``model.decoder`` are its two halves. For generation, :meth:`Transformer.encode` runs once and
+:meth:`Transformer.decode` runs step by step with a cache from :meth:`Transformer.new_cache`
+(self-attention keys/values grow; cross-attention keys/values are projected from the memory
+once, at the first step).
 """
 
 from __future__ import annotations
@@ -24,12 +27,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attnlab.attention.multihead import KVCache
 from attnlab.models.base import ModelCache, PretrainedModel, register_model
 from attnlab.modules.block_config import BlockConfig
 from attnlab.modules.positional import PositionalConfig, PositionalScheme
-from attnlab.modules.stacks import TransformerDecoderStack, TransformerEncoderStack
-from attnlab.validation import check_ids, check_positive, check_rank, check_vocabularies, inputs_trusted
+from attnlab.modules.stacks import EncoderDecoderStack, TransformerDecoderStack, TransformerEncoderStack
+from attnlab.validation import check_ids, check_positive, check_rank, check_vocabularies
 
 
 @dataclass
@@ -78,6 +80,7 @@ class Transformer(PretrainedModel):
 
     model_type = "transformer"
     config_class = TransformerConfig
+    renamed_weights = {"encoder.": "stack.encoder.", "decoder.": "stack.decoder."}  # before one stack
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -89,23 +92,30 @@ class Transformer(PretrainedModel):
         self.src_pos = PositionalScheme.from_config(c, max_len=c.max_len, bidirectional=True)
         self.tgt_pos = PositionalScheme.from_config(c, max_len=c.max_len, bidirectional=False)
         self.dropout = nn.Dropout(c.dropout)  # on embeddings + positions (paper §5.4)
-        self.encoder = TransformerEncoderStack.from_config(
-            c.block, c.num_encoder_layers, rotary=self.src_pos.rotary
-        )
-        self.decoder = TransformerDecoderStack.from_config(
-            c.block, c.num_decoder_layers, rotary=self.tgt_pos.rotary
+        self.stack = EncoderDecoderStack.from_config(
+            c.block, c.num_encoder_layers, c.num_decoder_layers,
+            rotary=(self.src_pos.rotary, self.tgt_pos.rotary),
         )
         self.output = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self._init_weights()
         if c.tie_output:
             self.output.weight = self.tgt_embed.weight  # (V_tgt, d), paper §3.4
 
+    @property
+    def encoder(self) -> TransformerEncoderStack:
+        """The encoder half of :attr:`stack`."""
+        return self.stack.encoder
+
+    @property
+    def decoder(self) -> TransformerDecoderStack:
+        """The decoder half of :attr:`stack`."""
+        return self.stack.decoder
+
     def _init_weights(self) -> None:
         """Xavier-uniform for the stacks' matrices (as ``nn.Transformer``); N(0, 1/d) embeddings."""
-        for stack in (self.encoder, self.decoder):
-            for p in stack.parameters():
-                if p.dim() > 1:
-                    nn.init.xavier_uniform_(p)
+        for p in self.stack.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
         for embed in (self.src_embed, self.tgt_embed):
             nn.init.normal_(embed.weight, std=self.config.d_model**-0.5)
         nn.init.xavier_uniform_(self.output.weight)
@@ -117,20 +127,22 @@ class Transformer(PretrainedModel):
         x = pos.add(x, offset)  # (B, n, d)
         return self.dropout(x) if self.training else x
 
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """``src`` ``(B, S)`` ids → ``(memory (B, S, d), src_mask (B, S))``; True = real token."""
+    def encode(self, src: Tensor, *, check: bool = True) -> tuple[Tensor, Tensor]:
+        """``src`` ``(B, S)`` ids → ``(memory (B, S, d), src_mask (B, S))``; True = real token.
+        ``check=False``: ``src`` was checked by the caller (:meth:`forward`)."""
         c = self.config
-        check_ids("src", src, c.src_vocab_size)
+        if check:
+            check_ids("src", src, c.src_vocab_size)
         self.src_pos.check_length("src", src.shape[1])
         src_mask = src != c.pad_id  # (B, S)
         x = self._embed(src, self.src_embed, self.src_pos, 0)  # (B, S, d)
         bias = self.src_pos.bias(src.shape[1], src.shape[1])  # (1, H, S, S) or None
-        memory = self.encoder(x, _unless_all_real(src_mask), attn_bias=bias)  # (B, S, d)
+        memory = self.stack.encode(x, _unless_all_real(src_mask), attn_bias=bias, check=False)  # (B, S, d)
         return memory, src_mask
 
     def new_cache(self) -> ModelCache:
         """Empty per-layer ``(self, cross)`` :class:`KVCache` pairs for :meth:`decode`."""
-        return ModelCache((KVCache(), KVCache()) for _ in self.decoder.layers)
+        return self.stack.new_cache()
 
     def decode(
         self,
@@ -140,17 +152,20 @@ class Transformer(PretrainedModel):
         *,
         cache: ModelCache | None = None,
         return_weights: bool = False,
+        check: bool = True,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """Next-token logits for ``tgt`` ``(B, T)`` given ``memory`` ``(B, S, d)``.
 
         With a ``cache``, ``tgt`` holds only the new tokens (positions ``cache.offset ..``)
         and the cache is updated. ``src_mask`` ``(B, S)`` (True = real token) comes from
-        :meth:`encode`. Returns logits ``(B, T, V_tgt)``, or ``(logits, cross_weights)`` with
-        one ``(B, H, T, S)`` cross-attention weight tensor per layer when ``return_weights``.
+        :meth:`encode` (any form of the mask contract is read). Returns logits ``(B, T,
+        V_tgt)``, or ``(logits, cross_weights)`` with one ``(B, H, T, S)`` cross-attention weight
+        tensor per layer when ``return_weights``. ``check=False`` (a decoding loop after its
+        first step: its own tokens, memory and cache) skips the argument checks; the learned
+        positions' length check stays.
         """
-        c = self.config
-        if not inputs_trusted():
-            check_ids("tgt", tgt, c.tgt_vocab_size)
+        if check:  # here what names tgt; memory's width, the masks and the cache: the stack's
+            check_ids("tgt", tgt, self.config.tgt_vocab_size)
             check_rank("memory", memory, 3, "(B, S, d_model)")
             if memory.shape[0] != tgt.shape[0]:
                 raise ValueError(
@@ -161,14 +176,9 @@ class Transformer(PretrainedModel):
         self.tgt_pos.check_length("tgt", offset + n_q)
         x = self._embed(tgt, self.tgt_embed, self.tgt_pos, offset)  # (B, T, d)
         bias = self.tgt_pos.bias(n_q, offset + n_q)  # (1, H, T, n_k) or None
-        out = self.decoder(
-            x,
-            memory,
-            memory_mask=_unless_all_real(src_mask),
-            is_causal=True,
-            cache=cache,
-            attn_bias=bias,
-            return_weights=return_weights,
+        out = self.stack.decode(
+            x, memory, _unless_all_real(src_mask), cache=cache, attn_bias=bias,
+            return_weights=return_weights, check=check,
         )
         if not return_weights:
             return self.output(out)  # (B, T, V_tgt)
@@ -183,5 +193,5 @@ class Transformer(PretrainedModel):
             raise ValueError(
                 f"tgt_in has batch size {tgt_in.shape[0]} but src has batch size {src.shape[0]}"
             )
-        memory, src_mask = self.encode(src)  # (B, S, d), (B, S)
-        return self.decode(tgt_in, memory, src_mask)  # (B, T, V_tgt)
+        memory, src_mask = self.encode(src, check=False)  # (B, S, d), (B, S)
+        return self.decode(tgt_in, memory, src_mask, check=False)  # (B, T, V_tgt)

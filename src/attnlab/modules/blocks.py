@@ -13,9 +13,13 @@ Dropout sits where the paper puts it: on each sub-layer's output, before the res
 Pre-LN stacks need a final norm after the last layer (see :mod:`attnlab.modules.stacks`).
 Every layer is built from one :class:`~attnlab.modules.block_config.BlockConfig`.
 
-Masks follow docs/design.md (bool ``True`` = allowed, or additive float). A layer accepts a
-``(B, n_k)`` key-padding mask (``True`` = real token), a ``(B, n_q, n_k)`` mask, or any mask
-broadcastable to ``(B, H, n_q, n_k)`` given with 4 dimensions.
+Masks follow docs/design.md's mask contract
+(:func:`~attnlab.attention.masks.as_attention_mask`; bool ``True`` = allowed, or additive
+float). A layer called by a user accepts a ``(B, n_k)`` key-padding mask (``True`` = real
+token), a ``(B, n_q, n_k)`` mask, or any mask broadcastable to ``(B, H, n_q, n_k)`` given with 4
+dimensions, and checks its arguments. A stack calls its layers with ``check=False``: the
+arguments are checked and the masks in the 4-D form already, and the layer calls its own parts
+(attention, feed-forward, norms) the same way.
 """
 
 from __future__ import annotations
@@ -25,36 +29,12 @@ from typing import ClassVar
 
 from torch import Tensor, nn
 
-from attnlab.attention.masks import combine_masks
-from attnlab.attention.multihead import KVCache, MultiHeadAttention
+from attnlab.attention.masks import as_attention_mask, combine_masks
+from attnlab.attention.multihead import KVCache, MultiHeadAttention, check_cache
 from attnlab.modules.block_config import BlockConfig
 from attnlab.modules.feedforward import FeedForward
 from attnlab.modules.norms import make_norm
-from attnlab.validation import check_rank, check_tensor, inputs_trusted, shape_str
-
-
-def as_attention_mask(
-    mask: Tensor | None, batch: int, n_k: int, name: str = "mask"
-) -> Tensor | None:
-    """Bring a layer's ``mask`` to a 4-D form broadcastable to ``(B, H, n_q, n_k)``.
-
-    ``(B, n_k)`` key padding (``True`` = real token) → ``(B, 1, 1, n_k)``; ``(B, n_q, n_k)`` →
-    ``(B, 1, n_q, n_k)``; 4-D masks pass through (checked later against the scores).
-    """
-    if mask is None:
-        return None
-    check_tensor(name, mask)
-    if mask.dim() == 2:
-        if tuple(mask.shape) != (batch, n_k):
-            raise ValueError(
-                f"{name} has shape {shape_str(mask.shape)} but a 2-D mask is a key-padding mask "
-                f"(B, n_k) = ({batch}, {n_k})"
-            )
-        return mask[:, None, None, :]  # (B, 1, 1, n_k)
-    if mask.dim() == 3:
-        return mask[:, None]  # (B, 1, n_q, n_k)
-    check_rank(name, mask, (2, 3, 4), "(B, n_k), (B, n_q, n_k) or (B, H, n_q, n_k)")
-    return mask
+from attnlab.validation import check_rank
 
 
 def check_input(name: str, x: Tensor, d_model: int) -> None:
@@ -62,6 +42,13 @@ def check_input(name: str, x: Tensor, d_model: int) -> None:
     check_rank(name, x, 3, "(B, n, d_model)")
     if x.shape[-1] != d_model:
         raise ValueError(f"{name} has width {x.shape[-1]} but d_model is {d_model}")
+
+
+def check_memory(memory: Tensor, batch: int, d_model: int) -> None:
+    """``memory`` is ``(B, S, d_model)`` with the queries' batch size ``batch``."""
+    check_input("memory", memory, d_model)
+    if memory.shape[0] != batch:
+        raise ValueError(f"memory has batch size {memory.shape[0]} but x has batch size {batch}")
 
 
 class TransformerLayer(nn.Module):
@@ -95,11 +82,23 @@ class TransformerLayer(nn.Module):
         self, x: Tensor, norm: nn.Module, f: Callable[..., Tensor | tuple], *args, **kwargs
     ) -> tuple[Tensor, Tensor | None]:
         """One residual sub-layer ``f`` (pre- or post-LN, see the module docstring) on ``x``
-        ``(B, n, d)``; returns ``(x, attention weights or None)``."""
-        h = f(norm(x) if self.norm_first else x, *args, **kwargs)
+        ``(B, n, d)``; returns ``(x, attention weights or None)``. ``f`` and the norm are the
+        layer's own parts, called with ``check=False``."""
+        h = f(norm(x, check=False) if self.norm_first else x, *args, check=False, **kwargs)
         h, weights = h if isinstance(h, tuple) else (h, None)
         x = x + (self.dropout(h) if self.training else h)  # (B, n, d)
-        return (x if self.norm_first else norm(x)), weights
+        return (x if self.norm_first else norm(x, check=False)), weights
+
+    def self_mask(
+        self, mask: Tensor | None, x: Tensor, past: int, attn_bias: Tensor | None, check: bool,
+        name: str = "mask",
+    ) -> Tensor | None:
+        """The self-attention mask of ``x`` ``(B, n, d)`` over ``past`` cached + ``n`` new keys,
+        ``attn_bias`` added: the contract's 4-D form, checked (``check``) or as the caller gave it."""
+        if not check:
+            return combine_masks(mask, attn_bias)
+        shape = (x.shape[0], self.num_heads, x.shape[1], x.shape[1] + past)
+        return as_attention_mask(mask, shape, name=name, bias=attn_bias)
 
 
 class EncoderLayer(TransformerLayer):
@@ -109,12 +108,23 @@ class EncoderLayer(TransformerLayer):
     ``EncoderLayer(config: BlockConfig, *, rotary=None)``.
 
     ``forward(x, mask=None, *, attn_bias=None, return_weights=False, is_causal=False,
-    cache=None)``: ``x`` ``(B, n, d)``; ``attn_bias`` an additive float tensor broadcastable to
-    ``(B, H, n, n)`` added to the scores (ALiBi, T5 relative bias). Returns ``(B, n, d)``, or
-    ``(out, weights)`` with weights ``(B, H, n, n)`` when ``return_weights``.
+    cache=None, check=True)``: ``x`` ``(B, n, d)``; ``attn_bias`` an additive float tensor
+    broadcastable to ``(B, H, n, n)`` added to the scores (ALiBi, T5 relative bias). Returns
+    ``(B, n, d)``, or ``(out, weights)`` with weights ``(B, H, n, n)`` when ``return_weights``.
     ``is_causal=True`` and a self-attention ``cache`` (:class:`KVCache`) make it a
     decoder-only (GPT) block; masks and biases then cover all ``n_k`` = cached + new keys.
+    ``check=False`` (a stack's call): the arguments are checked and ``mask`` is in the
+    contract's 4-D form already.
     """
+
+    def new_cache(self) -> KVCache:
+        """This layer's empty cache for incremental decoding: its self-attention keys/values."""
+        return KVCache()
+
+    def check_cache(self, cache: object, batch: int, name: str = "cache") -> int:
+        """``cache`` is ``None`` or this layer's :class:`KVCache`; returns its positions."""
+        check_cache(name, cache, batch)
+        return 0 if cache is None else len(cache)
 
     def forward(
         self,
@@ -125,12 +135,13 @@ class EncoderLayer(TransformerLayer):
         return_weights: bool = False,
         is_causal: bool = False,
         cache: KVCache | None = None,
+        check: bool = True,
     ) -> Tensor | tuple[Tensor, Tensor]:
-        if not inputs_trusted():
+        past = 0
+        if check:
             check_input("x", x, self.d_model)
-        if mask is not None or attn_bias is not None:
-            n_k = x.shape[1] + (len(cache) if cache is not None else 0)  # cached + new keys
-            mask = combine_masks(as_attention_mask(mask, x.shape[0], n_k), attn_bias)
+            past = self.check_cache(cache, x.shape[0])
+        mask = self.self_mask(mask, x, past, attn_bias, check)
         x, weights = self.sublayer(
             x, self.norm1, self.self_attn,
             mask=mask, is_causal=is_causal, cache=cache, return_weights=return_weights,
@@ -147,7 +158,7 @@ class DecoderLayer(TransformerLayer):
     rotary=None)``; the cross-attention uses no rotary embedding.
 
     ``forward(x, memory, *, self_mask=None, memory_mask=None, is_causal=True, cache=None,
-    attn_bias=None, return_weights=False)``:
+    attn_bias=None, return_weights=False, check=True)``:
 
     * ``x`` ``(B, T, d)`` target tokens (only the new ones when decoding with a cache);
     * ``memory`` ``(B, S, d)`` encoder output;
@@ -156,7 +167,8 @@ class DecoderLayer(TransformerLayer):
     * ``is_causal`` blocks future positions (bottom-right aligned, correct with a cache);
     * ``cache`` a pair ``(self_cache, cross_cache)`` of :class:`KVCache`: self-attention keys
       grow each step, cross-attention keys/values are computed from ``memory`` once;
-    * ``attn_bias`` additive float, broadcastable to ``(B, H, T, n_k)``, self-attention only.
+    * ``attn_bias`` additive float, broadcastable to ``(B, H, T, n_k)``, self-attention only;
+    * ``check`` as for :class:`EncoderLayer`.
 
     Returns ``(B, T, d)``, or ``(out, (self_weights, cross_weights))`` when ``return_weights``.
     """
@@ -170,6 +182,25 @@ class DecoderLayer(TransformerLayer):
             c.d_model, c.num_heads, bias=c.bias, dropout=c.attn_dropout
         )
 
+    def new_cache(self) -> tuple[KVCache, KVCache]:
+        """This layer's empty caches: ``(self_cache, cross_cache)``."""
+        return KVCache(), KVCache()
+
+    def check_cache(self, cache: object, batch: int, name: str = "cache") -> int:
+        """``cache`` is ``None`` or a pair ``(self_cache, cross_cache)`` of :class:`KVCache`;
+        returns the self-attention positions it holds."""
+        if cache is None:
+            return 0
+        if not (isinstance(cache, tuple | list) and len(cache) == 2):
+            size = f" of length {len(cache)}" if isinstance(cache, tuple | list) else ""
+            raise ValueError(
+                f"{name} must be a pair (self_cache, cross_cache) of KVCache, "
+                f"got {type(cache).__name__}{size}"
+            )
+        for part, entry in zip(("self", "cross"), cache, strict=True):
+            check_cache(f"{name}'s {part} cache", entry, batch)
+        return len(cache[0])
+
     def forward(
         self,
         x: Tensor,
@@ -181,18 +212,17 @@ class DecoderLayer(TransformerLayer):
         cache: tuple[KVCache, KVCache] | None = None,
         attn_bias: Tensor | None = None,
         return_weights: bool = False,
+        check: bool = True,
     ) -> Tensor | tuple[Tensor, tuple[Tensor, Tensor]]:
-        if not inputs_trusted():
+        past = 0
+        if check:
             check_input("x", x, self.d_model)
-            check_input("memory", memory, self.d_model)
-            if memory.shape[0] != x.shape[0]:
-                raise ValueError(
-                    f"memory has batch size {memory.shape[0]} but x has batch size {x.shape[0]}"
-                )
-        self_cache, cross_cache = self._split_cache(cache)
-        batch, n_k = x.shape[0], x.shape[1] + (len(self_cache) if self_cache is not None else 0)
-        self_mask = combine_masks(as_attention_mask(self_mask, batch, n_k, "self_mask"), attn_bias)
-        memory_mask = as_attention_mask(memory_mask, batch, memory.shape[1], "memory_mask")
+            check_memory(memory, x.shape[0], self.d_model)
+            past = self.check_cache(cache, x.shape[0])
+            shape = (x.shape[0], self.num_heads, x.shape[1], memory.shape[1])
+            memory_mask = as_attention_mask(memory_mask, shape, name="memory_mask")
+        self_mask = self.self_mask(self_mask, x, past, attn_bias, check, "self_mask")
+        self_cache, cross_cache = (None, None) if cache is None else cache
         x, self_w = self.sublayer(
             x, self.norm1, self.self_attn,
             mask=self_mask, is_causal=is_causal, cache=self_cache, return_weights=return_weights,
@@ -203,17 +233,3 @@ class DecoderLayer(TransformerLayer):
         )  # (B, T, d)
         x, _ = self.sublayer(x, self.norm3, self.ffn)  # (B, T, d)
         return (x, (self_w, cross_w)) if return_weights else x
-
-    @staticmethod
-    def _split_cache(
-        cache: tuple[KVCache, KVCache] | None,
-    ) -> tuple[KVCache | None, KVCache | None]:
-        if cache is None:
-            return None, None
-        if not (isinstance(cache, tuple | list) and len(cache) == 2):
-            size = f" of length {len(cache)}" if isinstance(cache, tuple | list) else ""
-            raise ValueError(
-                "cache must be a pair (self_cache, cross_cache) of KVCache, "
-                f"got {type(cache).__name__}{size}"
-            )
-        return cache[0], cache[1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.validation import check_choice, check_positive, check_probability, check_width, inputs_trusted
+from attnlab.validation import check_choice, check_positive, check_probability, check_width
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
@@ -33,7 +33,8 @@ class FeedForward(nn.Module):
             does not — default 0).
         bias: learn ``b_1``, ``b_2``.
 
-    ``x``: ``(..., d_model)`` → ``(..., d_model)``.
+    ``x``: ``(..., d_model)`` → ``(..., d_model)``; ``ffn(x, check=False)`` skips the width
+    check (a layer's own activations).
     """
 
     def __init__(
@@ -56,8 +57,8 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor) -> Tensor:
-        if not inputs_trusted():
+    def forward(self, x: Tensor, *, check: bool = True) -> Tensor:
+        if check:  # False: a layer transforming its own activations
             check_width("x", x, self.d_model)
         h = self.w1(x)  # (..., d_ff) or (..., 2 d_ff) for SwiGLU
         if self.activation == "relu":

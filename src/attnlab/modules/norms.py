@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.validation import check_positive, check_width, inputs_trusted
+from attnlab.validation import check_positive, check_width
 
 NORMS = ("layernorm", "rmsnorm")
 
@@ -59,7 +59,8 @@ class LayerNorm(nn.Module):
             evaluates :func:`layer_norm` line by line.
 
     Parameters: ``weight`` = γ ``(d,)`` (init 1), ``bias`` = β ``(d,)`` (init 0), named as in
-    ``torch.nn.LayerNorm`` so state dicts map one to one. Input and output ``(..., d)``.
+    ``torch.nn.LayerNorm`` so state dicts map one to one. Input and output ``(..., d)``;
+    ``norm(x, check=False)`` skips the width check (a layer's own activations).
     """
 
     def __init__(self, d: int, eps: float = 1e-5, *, bias: bool = True, fused: bool = True) -> None:
@@ -70,8 +71,8 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d))
         self.bias = nn.Parameter(torch.zeros(d)) if bias else None
 
-    def forward(self, x: Tensor) -> Tensor:
-        if not inputs_trusted():
+    def forward(self, x: Tensor, *, check: bool = True) -> Tensor:
+        if check:  # False: a layer normalising its own activations
             check_width("x", x, self.d)
         if self.fused:
             return F.layer_norm(x, (self.d,), self.weight, self.bias, self.eps)
@@ -96,8 +97,8 @@ class RMSNorm(nn.Module):
         self.d, self.eps, self.fused = d, eps, fused
         self.weight = nn.Parameter(torch.ones(d))
 
-    def forward(self, x: Tensor) -> Tensor:
-        if not inputs_trusted():
+    def forward(self, x: Tensor, *, check: bool = True) -> Tensor:
+        if check:  # False: a layer normalising its own activations
             check_width("x", x, self.d)
         if self.fused:
             return F.rms_norm(x, (self.d,), self.weight, self.eps)

@@ -18,6 +18,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from attnlab.generation import beam_search, greedy_search
+from attnlab.generation.state import BeforeStep
 from attnlab.validation import check_positive
 
 __all__ = ["DecodeConfig", "saved_decoding", "search", "with_overrides"]
@@ -70,13 +71,15 @@ def with_overrides(decoding: DecodeConfig, **overrides: Any) -> DecodeConfig:
 
 
 def search(
-    model: nn.Module, inputs: Tensor, decoding: DecodeConfig, max_new_tokens: int, *, bos_id: int, eos_id: int
+    model: nn.Module, inputs: Tensor, decoding: DecodeConfig, max_new_tokens: int, *, bos_id: int,
+    eos_id: int, before_step: BeforeStep | None = None,
 ) -> list[list[int]]:
     """The best output ids of each input row (without ``bos_id`` and the end token): greedy
     when ``decoding.beam_size`` is 1, else beam search with ``decoding.length_penalty``.
     ``inputs`` are what the model's ``encode`` reads: source ids ``(B, S)`` or images
-    ``(B, C, H, W)``, on the model's device."""
-    ids = dict(max_new_tokens=max_new_tokens, bos_id=bos_id, eos_id=eos_id)
+    ``(B, C, H, W)``, on the model's device. ``before_step`` is called before every model step
+    (what it raises ends the search: the explorer's cancellation)."""
+    ids = dict(max_new_tokens=max_new_tokens, bos_id=bos_id, eos_id=eos_id, before_step=before_step)
     if decoding.beam_size == 1:
         return greedy_search(model, inputs, **ids)
     best = beam_search(model, inputs, beam_size=decoding.beam_size, length_penalty=decoding.length_penalty,

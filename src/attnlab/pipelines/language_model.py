@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from attnlab.data.tokenizers import TOKENIZER_FILE, AnyTokenizer, load_tokenizer
 from attnlab.generation import sample
-from attnlab.generation.state import inference
+from attnlab.generation.state import BeforeStep, inference
 from attnlab.models.base import draws_attention
 from attnlab.pipelines.base import Pipeline
 from attnlab.pipelines.streams import AttentionRecorder, PlainTextModel, TextStream
@@ -78,13 +78,14 @@ class LanguageModelPipeline(Pipeline):
     def generate(
         self, prompt: str, max_new_tokens: int, *, temperature: float = 0.8, top_k: int | None = 200,
         top_p: float | None = None, seed: int | None = None, write: Callable[[str], object] | None = None,
-        watch: Watch | None = None,
+        watch: Watch | None = None, before_step: BeforeStep | None = None,
     ) -> str:
         """The continuation (without the prompt) of ``max_new_tokens`` tokens, KV-cached, the
         special tokens never drawn. ``write``: each piece of text as soon as it is decoded
         (:class:`~attnlab.pipelines.streams.TextStream`). ``watch(token, weights)``: after each
         drawn token (and its text), the attention ``(L, H, n_k)`` of the query that chose it over
-        its ``n_k`` context tokens — the very weights of the cached step that drew it."""
+        its ``n_k`` context tokens — the very weights of the cached step that drew it.
+        ``before_step``: called before every model step (what it raises ends the sampling)."""
         ids = self.prompt_ids(prompt)
         if max_new_tokens <= 0:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -101,6 +102,7 @@ class LanguageModelPipeline(Pipeline):
         new = sample(
             PlainTextModel(recorder or self.model), ids, max_new_tokens, temperature=temperature, top_k=top_k,
             top_p=top_p, seed=seed, use_cache=True, on_token=on_token if watched else None,
+            before_step=before_step,
         )[0]
         text = self.tokenizer.decode(new)
         if stream is not None:

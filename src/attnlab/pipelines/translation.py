@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.data.tokenizers import AnyTokenizer, load_tokenizers, tokenizer_files
-from attnlab.generation.state import inference
+from attnlab.generation.state import BeforeStep, inference
 from attnlab.models.base import draws_attention
 from attnlab.pipelines.base import DecodingPipeline
 from attnlab.pipelines.decoding import DecodeConfig, search
@@ -63,7 +63,8 @@ class TranslationPipeline(DecodingPipeline):
         return tokenizer_files(self.src_tok, self.tgt_tok)
 
     def translate(
-        self, sentences: Sequence[str], decoding: DecodeConfig | None = None, *, progress: bool = False
+        self, sentences: Sequence[str], decoding: DecodeConfig | None = None, *, progress: bool = False,
+        before_step: BeforeStep | None = None,
     ) -> list[str]:
         """Translate ``sentences`` (detokenized text in, detokenized text out, order kept) with
         ``decoding`` (default: the pipeline's own).
@@ -72,7 +73,8 @@ class TranslationPipeline(DecodingPipeline):
         batches of equal source length (so no padding). Each sentence may produce
         :meth:`DecodeConfig.limit` subwords of its source length: a per-sentence limit, so a
         translation does not depend on the other input lines. Blank sentences translate to
-        ``""``. ``progress``: a bar over the sentences.
+        ``""``. ``progress``: a bar over the sentences; ``before_step``: called before every
+        decoding step (:func:`~attnlab.pipelines.decoding.search`).
         """
         decoding = decoding or self.decoding
         encoded = self.src_tok.encode_batch([s.strip() for s in sentences])
@@ -88,7 +90,8 @@ class TranslationPipeline(DecodingPipeline):
                           leave=False) as bar:
             for rows in batches:
                 src = torch.tensor([encoded[i] for i in rows], device=self.device)  # (B, S)
-                hyps = search(self.model, src, decoding, decoding.limit(src.shape[1]), **ends)
+                hyps = search(self.model, src, decoding, decoding.limit(src.shape[1]), **ends,
+                              before_step=before_step)
                 for i, tokens in zip(rows, hyps, strict=True):
                     out[i] = self.tgt_tok.decode(tokens)
                 bar.update(len(rows))
