@@ -56,8 +56,9 @@ def test_equals_a_float64_recomputation_of_eqs_13_to_16():
     zero = torch.zeros(8, dtype=torch.float64)
     hs, cs, summary = [zero], [zero], zero
     for t in range(6):
-        query = layer.w_x.weight @ x[t] + layer.w_s.weight @ summary
-        a = torch.stack([layer.v.weight[0] @ torch.tanh(layer.w_h.weight @ h + query) for h in hs])  # eq. 13
+        query = layer.w_x.weight @ x[t] + layer.score.w_q.weight @ summary  # W_x x_t + W_h̃ h̃_{t-1}
+        v, w_h = layer.score.w_v.weight[0], layer.score.w_k.weight
+        a = torch.stack([v @ torch.tanh(w_h @ h + query) for h in hs])  # eq. 13
         s = torch.softmax(a, 0)  # eq. 14
         h_mix = sum(si * h for si, h in zip(s, hs, strict=True))  # eq. 15
         c_mix = sum(si * c for si, c in zip(s, cs, strict=True))

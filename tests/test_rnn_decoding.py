@@ -71,7 +71,7 @@ def test_cho_context_terms_are_computed_once_and_equal_their_recomputation():
     _, cache = stepwise(model, src, tgt)
     assert len(calls) == 1
     c = model.encode(src)[0][:, 0].detach().numpy()  # (B, H)
-    w_ih, b_ih = model.decoder.weight_ih_l0.detach().numpy(), model.decoder.bias_ih_l0.detach().numpy()
+    w_ih, b_ih = model.cell.weight_ih.detach().numpy(), model.cell.bias_ih.detach().numpy()
     w_o, b_o = model.deep_output.weight.detach().numpy(), model.deep_output.bias.detach().numpy()
     torch.testing.assert_close(cache["context_gates"].detach().numpy(), c @ w_ih[:, E:].T + b_ih)
     torch.testing.assert_close(cache["context_output"].detach().numpy(), c @ w_o[:, H : 2 * H].T + b_o)

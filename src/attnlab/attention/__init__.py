@@ -2,7 +2,8 @@
 
 * :mod:`~attnlab.attention.pooling` — kernel attention pooling (Nadaraya–Watson), López et al.
   (Attention Mechanisms)
-* :mod:`~attnlab.attention.scoring` — dot, scaled dot, additive, bilinear, cosine scores
+* :mod:`~attnlab.attention.scoring` — dot, scaled dot, additive, bilinear, cosine scores; the
+  score API (``prepare`` the keys once, ``score`` each step)
 * :mod:`~attnlab.attention.masks` — causal / padding masks and the masked softmax
 * :mod:`~attnlab.attention.core` — scaled dot-product attention, explicit and fused
 * :mod:`~attnlab.attention.additive` — Bahdanau's additive attention module
@@ -38,6 +39,8 @@ from attnlab.attention.pooling import (
 from attnlab.attention.scoring import (
     AdditiveScore,
     BilinearScore,
+    DotScore,
+    Score,
     cosine_score,
     dot_score,
     scaled_dot_score,
@@ -47,10 +50,12 @@ __all__ = [
     "AdditiveAttention",
     "AdditiveScore",
     "BilinearScore",
+    "DotScore",
     "LocationAwareScore",
     "KVCache",
     "MultiHeadAttention",
     "ParametricAttentionPooling",
+    "Score",
     "average_pooling",
     "boxcar_kernel",
     "causal_mask",

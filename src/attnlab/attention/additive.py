@@ -59,9 +59,10 @@ class AdditiveAttention(nn.Module):
         lengths: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         _check_inputs(queries, keys, values)
+        self.score.check(queries, keys)
         batch, n_q, n_k = queries.shape[0], queries.shape[1], keys.shape[1]
         mask = _prepare_mask(mask, lengths, (batch, n_q, n_k))
-        scores = self.score(queries, keys)  # (B, n_q, n_k)
+        scores = self.score.score(queries, self.score.prepare(keys))  # (B, n_q, n_k)
         weights = masked_softmax(scores, mask)  # (B, n_q, n_k)
         dropped = F.dropout(weights, self.dropout, self.training)  # (B, n_q, n_k)
         out = dropped @ values  # (B, n_q, d_v)

@@ -81,11 +81,11 @@ class Captioner:
         device = model_device(self.model)
         tgt_in = torch.tensor([[self.tok.bos_id, *ids]], device=device)  # (1, T)
         with inference(self.model):
-            _, alphas = self.model(image.unsqueeze(0).to(device), tgt_in, return_attention=True)
+            _, weights = self.model(image.unsqueeze(0).to(device), tgt_in, return_weights=True)
         words = [*self.tok.token_strings(list(ids)), "<eos>"]
-        if alphas is None:
+        if not weights:
             return words, None
-        return words, alphas[0].float().cpu().reshape(len(words), *self.model.grid)
+        return words, weights[0][0, 0].float().cpu().reshape(len(words), *self.model.grid)
 
     def word_boxes(
         self, words: Sequence[str], digits: Sequence[dict]
