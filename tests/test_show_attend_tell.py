@@ -267,6 +267,22 @@ def test_bad_images_are_refused_naming_expected_and_got(x, message):
         greedy_search(model, x, max_new_tokens=3, bos_id=BOS, eos_id=EOS)
 
 
+def test_teacher_forcing_checks_its_inputs_once_and_decode_checks_unless_told(monkeypatch):
+    model = tiny()
+    calls = []
+    check = ShowAttendTell._check_decode
+    monkeypatch.setattr(ShowAttendTell, "_check_decode", lambda self, *a: calls.append(1) or check(self, *a))
+    _, tgt = captions(2)
+    model(images(2), tgt)  # forward checks the images (encode) and tgt_in itself
+    assert calls == []
+    memory, _ = model.encode(images(2))
+    model.decode(tgt, memory)
+    model.decode(tgt, memory, check=False)  # a caller that made tgt itself
+    assert calls == [1]
+    with pytest.raises(ValueError, match=r"tgt_in must be token ids < vocab_size=12, got a maximum of 40"):
+        model(images(1), torch.tensor([[BOS, 40]]))
+
+
 def test_errors_name_the_bad_value():
     model = tiny()
     _, tgt = captions(2)
