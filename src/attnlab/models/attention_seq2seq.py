@@ -34,7 +34,7 @@ from torch import Tensor, nn
 
 from attnlab.attention.alignment import SCORES, Alignment
 from attnlab.models.base import StateCache, register_model
-from attnlab.models.rnn import RNNSeq2SeqConfig, RNNTranslator, StepWeights
+from attnlab.models.rnn import RNNSeq2SeqConfig, RNNTranslator, StepWeights, autocast_once
 from attnlab.validation import check_choice, check_positive
 
 
@@ -189,7 +189,7 @@ class AttentionSeq2Seq(RNNTranslator):
         gate_width = 3 * self.config.hidden_dim
         if images is not None:
             return Annotations(keys, mask, images, gate_width)
-        return Annotations(keys, mask, memory, gate_width, self._context_weights())
+        return Annotations(keys, mask, autocast_once(memory), gate_width, self._context_weights())
 
     def _project(self, memory: Tensor) -> Tensor:
         """The annotations' images under the weights that read the context, once per sentence:

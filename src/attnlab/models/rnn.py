@@ -11,12 +11,14 @@
 The attention decoder of Bahdanau et al. (2015) is :mod:`attnlab.models.attention_seq2seq`;
 both build on :class:`RNNTranslator`: embeddings, a GRU encoder over packed sequences (a padded
 position never enters a GRU, and a GRU reads any length), a decoder GRU cell and the deep
-output. Each decoder has one step function, used by teacher forcing and decoding alike; what
-depends on the source alone is computed once per sentence and, when decoding, kept in a
-:class:`~attnlab.models.base.StateCache`. The decoder reads ``[E y_{i-1}; c]`` through one
-weight matrix, so ``W [E y; c] = W^y E y + W^c c``: for Cho's model every product of a weight
-with the one context vector ``c`` is such a per-sentence term, and the ``E y`` products of all
-positions are one matrix product.
+output. Each decoder has one step function (``_step``), used by teacher forcing and decoding
+alike; what depends on the source alone is computed once per sentence and, when decoding, kept
+in a :class:`~attnlab.models.base.StateCache`. The GRU cell and the deep output read their
+inputs ``[E y; c]`` and ``[s; c; E y]`` through one weight matrix each, so ``W [E y; c] =
+W^y E y + W^c c``: a step multiplies its own inputs by their column blocks
+(:class:`StepWeights`) and adds the context's part, which for Cho's model (one context vector
+``c``) is a per-sentence term (:meth:`RNNSeq2Seq._context_terms`). ``decode`` checks its
+arguments, unless a caller that made them passes ``check=False``; the layers below trust it.
 """
 
 from __future__ import annotations
@@ -65,16 +67,22 @@ def gru_step(input_gates: Tensor, state: Tensor, w_hh: Tensor, b_hh: Tensor) -> 
         n = tanh(W_n x + r ⊙ (U_n s)),  s' = (1 − z) ⊙ n + z ⊙ s
 
     Equal to ``nn.GRUCell`` to rounding; lets a caller add a constant part of ``W x`` once.
-    Under autocast the recurrence stays in float32, as ``nn.GRUCell``'s does.
     """
-    if torch.is_autocast_enabled(state.device.type):
-        with torch.autocast(state.device.type, enabled=False):
-            return gru_step(input_gates.float(), state.float(), w_hh, b_hh)
     hidden = state.shape[-1]
     hidden_gates = torch.addmm(b_hh, state, w_hh.t())  # (B, 3H): U s + b_hh
     rz = torch.sigmoid(input_gates[:, : 2 * hidden] + hidden_gates[:, : 2 * hidden])  # (B, 2H)
     n = torch.tanh(torch.addcmul(input_gates[:, 2 * hidden :], rz[:, :hidden], hidden_gates[:, 2 * hidden :]))
     return torch.lerp(n, state, rz[:, hidden:])  # (B, H): n + z ⊙ (s − n)
+
+
+def autocast_once(x: Tensor) -> Tensor:
+    """``x`` in autocast's precision while autocast is on (else ``x``): for a tensor that every
+    decoder step multiplies, cast once per call instead of by autocast at every step (autocast
+    caches the casts of parameters, not of their views nor of activations)."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device):
+        return x.to(torch.get_autocast_dtype(device))
+    return x
 
 
 class StepWeights(NamedTuple):
@@ -139,7 +147,7 @@ class RNNTranslator(PretrainedModel):
     def _weights(self) -> StepWeights:
         """The views of the weights every decoder step multiplies (:class:`StepWeights`)."""
         e, h = self.config.embed_dim, self.config.hidden_dim
-        w_ih, w_o = self.cell.weight_ih, self.deep_output.weight
+        w_ih, w_o = autocast_once(self.cell.weight_ih), autocast_once(self.deep_output.weight)
         return StepWeights(w_ih[:, :e].t(), w_o[:, :h].t(), w_o[:, h + self.context_dim :].t())
 
     def _context_weights(self) -> tuple[Tensor, Tensor]:
@@ -147,7 +155,8 @@ class RNNTranslator(PretrainedModel):
         ``(C, E)``, the ``c`` columns of the GRU's ``W [E y; c]`` and the deep output's
         ``W_o [s; c; E y]``."""
         e, h = self.config.embed_dim, self.config.hidden_dim
-        return self.cell.weight_ih[:, e:].t(), self.deep_output.weight[:, h : h + self.context_dim].t()
+        w_ih, w_o = autocast_once(self.cell.weight_ih), autocast_once(self.deep_output.weight)
+        return w_ih[:, e:].t(), w_o[:, h : h + self.context_dim].t()
 
     def _recur(self, state: Tensor, y: Tensor, context_gates: Tensor, weights: StepWeights) -> Tensor:
         """``s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])``: ``state`` ``(B, H)``, ``y`` ``E y_{i-1}``
