@@ -153,8 +153,8 @@ class AttentionSeq2Seq(RNNTranslator):
         layer (B, E), α_i (B, S))``."""
         alpha = self.alignment(state, source.keys, source.mask, previous)  # (B, S), eq. 6
         context_gates, context_output = source.read(alpha)  # W^c c_i, W_o^c c_i: eq. 5
-        state = self._recur(state, y, context_gates + self.cell.bias_ih, weights)  # eq. 4
-        return state, self._deep(state, y, context_output + self.deep_output.bias, weights), alpha
+        state = self._recur(state, y, context_gates + weights.gates_bias, weights)  # eq. 4
+        return state, self._deep(state, y, context_output + weights.output_bias, weights), alpha
 
     def _start(
         self, memory: Tensor, src_mask: Tensor | None, cache: StateCache | None

@@ -68,11 +68,11 @@ def gru_step(input_gates: Tensor, state: Tensor, w_hh: Tensor, b_hh: Tensor) -> 
 
     Equal to ``nn.GRUCell`` to rounding; lets a caller add a constant part of ``W x`` once.
     """
-    hidden = state.shape[-1]
-    hidden_gates = torch.addmm(b_hh, state, w_hh.t())  # (B, 3H): U s + b_hh
-    rz = torch.sigmoid(input_gates[:, : 2 * hidden] + hidden_gates[:, : 2 * hidden])  # (B, 2H)
-    n = torch.tanh(torch.addcmul(input_gates[:, 2 * hidden :], rz[:, :hidden], hidden_gates[:, 2 * hidden :]))
-    return torch.lerp(n, state, rz[:, hidden:])  # (B, H): n + z ⊙ (s − n)
+    x_r, x_z, x_n = input_gates.chunk(3, dim=1)  # (B, H) each: W_r x, W_z x, W_n x (+ b_ih)
+    s_r, s_z, s_n = torch.addmm(b_hh, state, w_hh.t()).chunk(3, dim=1)  # U s + b_hh, (B, H) each
+    r, z = torch.sigmoid(x_r + s_r), torch.sigmoid(x_z + s_z)  # (B, H)
+    n = torch.tanh(torch.addcmul(x_n, r, s_n))  # (B, H)
+    return torch.lerp(n, state, z)  # (B, H): n + z ⊙ (s − n)
 
 
 def autocast_once(x: Tensor) -> Tensor:
@@ -86,13 +86,19 @@ def autocast_once(x: Tensor) -> Tensor:
 
 
 class StepWeights(NamedTuple):
-    """What a decoder step multiplies its own inputs ``E y_{i-1}`` and ``s_i`` by: transposed
-    views of column blocks of the GRU cell's ``W [E y; c]`` and of the deep output's
-    ``W_o [s; c; E y]``: ``gates_y`` ``(E, 3H)``, ``output_s`` ``(H, E)``, ``output_y`` ``(E, E)``."""
+    """The parameters a decoder step reads, gathered once per call: what it multiplies its own
+    inputs ``E y_{i-1}`` and ``s`` by — transposed views of column blocks of the GRU cell's
+    ``W [E y; c]`` and of the deep output's ``W_o [s; c; E y]``, ``gates_y`` ``(E, 3H)``,
+    ``output_s`` ``(H, E)``, ``output_y`` ``(E, E)``, and the cell's ``U`` ``(3H, H)`` —
+    and the biases ``b_ih``, ``b_hh`` ``(3H,)`` and ``b_o`` ``(E,)``."""
 
     gates_y: Tensor
+    gates_bias: Tensor
+    recurrent: Tensor
+    recurrent_bias: Tensor
     output_s: Tensor
     output_y: Tensor
+    output_bias: Tensor
 
 
 class RNNTranslator(PretrainedModel):
@@ -146,9 +152,12 @@ class RNNTranslator(PretrainedModel):
 
     def _weights(self) -> StepWeights:
         """The views of the weights every decoder step multiplies (:class:`StepWeights`)."""
-        e, h = self.config.embed_dim, self.config.hidden_dim
-        w_ih, w_o = autocast_once(self.cell.weight_ih), autocast_once(self.deep_output.weight)
-        return StepWeights(w_ih[:, :e].t(), w_o[:, :h].t(), w_o[:, h + self.context_dim :].t())
+        e, h, cell, deep = self.config.embed_dim, self.config.hidden_dim, self.cell, self.deep_output
+        w_ih, w_o = autocast_once(cell.weight_ih), autocast_once(deep.weight)
+        return StepWeights(
+            w_ih[:, :e].t(), cell.bias_ih, cell.weight_hh, cell.bias_hh,
+            w_o[:, :h].t(), w_o[:, h + self.context_dim :].t(), deep.bias,
+        )
 
     def _context_weights(self) -> tuple[Tensor, Tensor]:
         """The weights that read the context ``c``, transposed: ``W^c`` ``(C, 3H)`` and ``W_o^c``
@@ -163,7 +172,7 @@ class RNNTranslator(PretrainedModel):
         ``(B, E)``, ``context_gates`` the context's part of the input gates ``W^c c_i + b_ih``
         ``(B, 3H)`` → ``s_i`` ``(B, H)``."""
         gates = torch.addmm(context_gates, y, weights.gates_y)  # (B, 3H): W [E y; c] + b_ih
-        return gru_step(gates, state, self.cell.weight_hh, self.cell.bias_hh)
+        return gru_step(gates, state, weights.recurrent, weights.recurrent_bias)
 
     def _deep(self, state: Tensor, y: Tensor, context_output: Tensor, weights: StepWeights) -> Tensor:
         """The deep output's hidden layer ``tanh(W_o [s_i; c_i; E y_{i-1}] + b_o)`` (Bahdanau et
