@@ -19,9 +19,9 @@ encoder call, then per step: embedding lookup → (Bahdanau: additive score over
 projection ``W_k h_j`` computed once per sentence, masked softmax, context) →
 ``torch.gru_cell`` → deep output → output layer → argmax into a preallocated output; no
 argument checks, no modules, no eos handling. attnlab's caches keep more than the minimal does
-(models/rnn.py): Cho's products of the weights with the context vector ``c``, and, while
-batch × source length ≤ 512, Bahdanau's annotations projected by the weights that read
-``c_i``; the minimal recomputes those each step. Both must emit identical tokens (the script
+(models/rnn.py, models/attention_seq2seq.py): Cho's products of the weights with the context
+vector ``c``, and, while batch × source length ≤ 512, Bahdanau's annotations projected by the
+weights that read ``c_i``; the minimal recomputes those each step. Both must emit identical tokens (the script
 exits non-zero otherwise). tok/s counts generated tokens (batch × 30) over the whole call, encoder
 included. The ratio (target ≥ 1.0×) is the median of per-round ratios of the minimal's time to
 attnlab's: attnlab's speed relative to the minimal's.
@@ -133,8 +133,8 @@ def minimal_greedy_rnn(model, src: Tensor, steps: int) -> list[list[int]]:
             keys, w_q, w_v = F.linear(memory, score.w_k.weight), score.w_q.weight, score.w_v.weight
             padding = ~mask  # (B, S)
         else:
-            g = model.decoder
-            gru = (g.weight_ih_l0, g.weight_hh_l0, g.bias_ih_l0, g.bias_hh_l0)
+            g = model.cell
+            gru = (g.weight_ih, g.weight_hh, g.bias_ih, g.bias_hh)
             c = torch.tanh(F.linear(last[-1], model.context.weight, model.context.bias))  # (B, H)
             s = torch.tanh(F.linear(c, model.bridge.weight, model.bridge.bias))  # (B, H)
         token = torch.full((batch,), BOS, dtype=torch.long)

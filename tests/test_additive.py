@@ -86,8 +86,8 @@ def test_fully_blocked_rows_are_zero_with_finite_gradients():
 def test_gradcheck():
     attn = make()
     q, k, v = (t[:1, :3].clone().requires_grad_() for t in inputs())  # small: gradcheck is O(numel)
-    mask = causal_mask(3, 3).clone()
-    mask[0] = False  # a fully blocked row too
+    mask = causal_mask(3, 3)[None].clone()  # (1, n_q, n_k): a 2-D mask would be key padding
+    mask[0, 0] = False  # a fully blocked row too
     assert torch.autograd.gradcheck(lambda q, k, v: attn(q, k, v, mask=mask), (q, k, v))
 
 
@@ -101,7 +101,7 @@ def test_mask_forms_agree():
     for mask in (padding_mask(valid), valid[:, None, :], to_additive(valid[:, None, :], q.dtype)):
         torch.testing.assert_close(attn(q, k, v, mask=mask), ref, rtol=0, atol=0)
     # mask and lengths combine (bool and float alike)
-    causal = causal_mask(NQ, NK)
+    causal = causal_mask(NQ, NK)[None]  # (1, n_q, n_k): a 2-D mask would be key padding
     both = attn(q, k, v, mask=causal & valid[:, None, :])
     torch.testing.assert_close(attn(q, k, v, mask=causal, lengths=lengths), both)
     additive = to_additive(causal, q.dtype)

@@ -19,9 +19,13 @@ from safetensors.torch import load_file
 
 from attnlab.models import (
     GPT,
+    LSTMN,
+    AttentionSeq2Seq,
     Encoder,
     GPTConfig,
     GPTForSequenceClassification,
+    RNNSeq2Seq,
+    ShowAttendTell,
     Transformer,
     load_pretrained,
 )
@@ -88,3 +92,42 @@ def test_a_recipe_with_an_old_name_is_told_the_new_one():
         LMRecipe.from_dict(load_recipe(config, ["model.tie_weights=false"]))
     with pytest.raises(ValueError, match="'total_steps' in .* was renamed to 'decay_steps'"):
         OptimConfig.from_dict({"total_steps": 100})
+
+
+# ----------------------------------------------------------------------------- recurrent models
+RECURRENT = Path(__file__).parent / "fixtures" / "recurrent_v0_1"
+IMAGES = torch.arange(128, dtype=torch.float32).reshape(2, 1, 8, 8) / 128
+RECURRENT_CALLS = {  # written by attnlab 0.1 at commit e012971, weights moved off their init
+    "attention_seq2seq": (AttentionSeq2Seq, lambda m: m(SRC, TGT)),  # the location score
+    "rnn_seq2seq": (RNNSeq2Seq, lambda m: m(SRC, TGT)),
+    "lstmn": (LSTMN, lambda m: m(IDX)),
+    "show_attend_tell": (ShowAttendTell, lambda m: m(IMAGES, TGT)),
+}
+OLD_NAMES = {  # weights those checkpoints hold under names the models have since changed
+    "rnn_seq2seq": ("decoder.weight_ih_l0", "cell.weight_ih"),
+    "lstmn": ("layers.1.w_s.weight", "layers.1.score.w_q.weight"),
+}
+
+
+@pytest.fixture(scope="module")
+def recurrent_expected() -> dict[str, torch.Tensor]:
+    return load_file(str(RECURRENT / "expected_outputs.safetensors"))
+
+
+@pytest.mark.parametrize("name", sorted(RECURRENT_CALLS))
+def test_old_recurrent_checkpoint_loads_and_computes_the_same(name, recurrent_expected, tmp_path):
+    """The one additive score and the stepped GRU cells renamed weights (``renamed_weights``):
+    the old files load, compute what 0.1 computed and are saved again under today's names."""
+    cls, call = RECURRENT_CALLS[name]
+    model = load_pretrained(RECURRENT / name)
+    assert type(model) is cls
+    with torch.no_grad():
+        torch.testing.assert_close(call(model), recurrent_expected[name], rtol=1e-5, atol=1e-6)
+    if name in OLD_NAMES:
+        old, new = OLD_NAMES[name]
+        assert old in load_file(str(RECURRENT / name / "model.safetensors"))
+        model.save_pretrained(tmp_path / name)
+        saved = load_file(str(tmp_path / name / "model.safetensors"))
+        assert old not in saved and new in saved
+        with torch.no_grad():
+            torch.testing.assert_close(call(load_pretrained(tmp_path / name)), recurrent_expected[name])

@@ -8,6 +8,8 @@ import pytest
 import torch
 from torch import nn
 
+import attnlab.models.lstmn as lstmn_module
+from attnlab.attention import AdditiveScore, masked_softmax
 from attnlab.generation import greedy_search
 from attnlab.models import LSTMLM, LSTMN, LSTMConfig, LSTMNConfig, load_pretrained
 from attnlab.models.lstmn import LSTMNLayer
@@ -56,8 +58,9 @@ def test_equals_a_float64_recomputation_of_eqs_13_to_16():
     zero = torch.zeros(8, dtype=torch.float64)
     hs, cs, summary = [zero], [zero], zero
     for t in range(6):
-        query = layer.w_x.weight @ x[t] + layer.w_s.weight @ summary
-        a = torch.stack([layer.v.weight[0] @ torch.tanh(layer.w_h.weight @ h + query) for h in hs])  # eq. 13
+        query = layer.w_x.weight @ x[t] + layer.score.w_q.weight @ summary  # W_x x_t + W_h̃ h̃_{t-1}
+        v, w_h = layer.score.w_v.weight[0], layer.score.w_k.weight
+        a = torch.stack([v @ torch.tanh(w_h @ h + query) for h in hs])  # eq. 13
         s = torch.softmax(a, 0)  # eq. 14
         h_mix = sum(si * h for si, h in zip(s, hs, strict=True))  # eq. 15
         c_mix = sum(si * c for si, c in zip(s, cs, strict=True))
@@ -68,6 +71,30 @@ def test_equals_a_float64_recomputation_of_eqs_13_to_16():
         hs, cs, summary = [*hs, h], [*cs, c], h_mix
     expected = model.output(torch.stack(hs[1:]))
     torch.testing.assert_close(model(idx)[0], expected)
+
+
+def test_eq_13_is_the_additive_score_and_eq_14_the_masked_softmax(monkeypatch):
+    """The LSTMN scores its tape with the one additive score (query ``h̃_{t-1}``, the tape's
+    keys prepared once, ``W_x x_t`` its extra term) and normalises with ``masked_softmax``."""
+    model = lstmn(num_layers=2)
+    assert all(isinstance(layer.score, AdditiveScore) for layer in model.layers)
+    rows = []
+    monkeypatch.setattr(lstmn_module, "masked_softmax",
+                        lambda s, *a, **kw: rows.append(s) or masked_softmax(s, *a, **kw))
+    idx = torch.randint(0, V, (2, 5))
+    _, weights = model(idx, return_weights=True)
+    assert len(rows) == 2 * 5  # one row of scores per layer and step
+    layer, x = model.layers[0], model.embed(idx)
+    tape = layer.empty_tape(x)
+    for t, scores in enumerate(rows[:5]):
+        h_mix, c_mix, row = layer.summary(tape, layer.w_x(x[:, t]))
+        extra = layer.w_x(x[:, t])[:, None, None]
+        expected = layer.score.score(tape["summary"][:, None], tape["keys"], extra=extra)[:, 0]
+        torch.testing.assert_close(scores, expected, rtol=0, atol=0)
+        h, c = layer.cell(x[:, t], (h_mix, c_mix))
+        tape = {"h": torch.cat([tape["h"], h[:, None]], 1), "c": torch.cat([tape["c"], c[:, None]], 1),
+                "keys": torch.cat([tape["keys"], layer.score.prepare(h)[:, None]], 1), "summary": h_mix}
+        torch.testing.assert_close(weights[0][:, 0, t, :t], row[:, 1:])
 
 
 @pytest.mark.parametrize("layers", [1, 2])

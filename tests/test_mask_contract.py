@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from attnlab.attention import MultiHeadAttention, scaled_dot_product_attention
+from attnlab.attention import AdditiveAttention, MultiHeadAttention, scaled_dot_product_attention
 from attnlab.models import Encoder, EncoderConfig, Transformer, TransformerConfig
 from attnlab.modules import (
     BlockConfig,
@@ -87,6 +87,8 @@ ENTRY_POINTS: dict[str, Callable[[Callable], torch.Tensor]] = {
     .encode(x(), form(key_padding(N))),
     "EncoderDecoderStack.decode": lambda form: _seeded(lambda: EncoderDecoderStack.from_config(block(), 1, 2))
     .decode(x(), x(S), form(key_padding(S))),
+    "AdditiveAttention": lambda form: _seeded(lambda: AdditiveAttention(D, D, 8))(
+        x(), x(S), x(S), form(key_padding(S))),
     "Transformer.decode": _transformer_decode,
     "Encoder.forward": _encoder,
 }
@@ -103,8 +105,8 @@ def test_key_padding_equals_its_explicit_4d_form(name):
 
 
 @pytest.mark.parametrize("name", ["MultiHeadAttention", "EncoderLayer", "TransformerEncoderStack",
-                                  "Encoder.forward"])
+                                  "Encoder.forward", "AdditiveAttention"])
 def test_a_2d_mask_of_another_shape_is_refused_naming_both_shapes(name):
     with pytest.raises(ValueError, match=r"has shape \(4, 3\) but a 2-D mask is a key-padding mask "
-                       r"\(B, n_k\) = \(4, 4\)|attention_mask has shape \(4, 3\) but input_ids"):
+                       r"\(B, n_k\) = \(4, [46]\)|attention_mask has shape \(4, 3\) but input_ids"):
         ENTRY_POINTS[name](lambda m: m[:, :3])

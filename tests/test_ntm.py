@@ -4,6 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import attnlab.attention.addressing as addressing
+import attnlab.attention.scoring as scoring
 from attnlab.data.algorithmic import (
     associative_recall,
     copy_sequence,
@@ -92,6 +94,21 @@ def test_outputs_are_causal_and_batch_independent():
     changed[:, 7] = 1 - changed[:, 7]
     torch.testing.assert_close(model(changed)[:, :7], model(x)[:, :7])
     torch.testing.assert_close(model(x[1:2]), model(x)[1:2], rtol=1e-5, atol=1e-6)
+
+
+def test_the_machine_checks_its_input_once_and_not_its_own_tensors_every_step(monkeypatch):
+    """Checks at the entry point only: ``forward`` checks ``x``; the addressing, reads and
+    writes it calls every step get tensors it made itself and skip their shape checks."""
+    calls = []
+    checks = ((addressing, "check_rank"), (addressing, "_check_heads"), (scoring, "check_query_key"))
+    for module, name in checks:
+        check = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, check=check, **k: calls.append(a[0]) or check(*a, **k))
+    model = small_ntm(read_heads=2, write_heads=2)
+    model(copy_sequence(2, 4, generator=gen()).inputs)
+    assert calls == []
+    addressing.read_memory(torch.zeros(2, 16, 8), torch.zeros(2, 2, 16))  # a user's call is checked
+    assert calls == ["memory", "weights"]
 
 
 def test_save_and_load_round_trip(tmp_path):

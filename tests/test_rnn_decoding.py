@@ -62,6 +62,44 @@ def test_gru_step_equals_torch_gru_cell():
     torch.testing.assert_close(gru_step(gates, s, cell.weight_hh, cell.bias_hh), expected, rtol=0, atol=1e-14)
 
 
+# ----------------------------------------------------------------------------- one step function
+@pytest.mark.parametrize("model", [attention_model(s) for s in SCORES] + [cho_model()], ids=[*SCORES, "cho"])
+def test_teacher_forcing_and_every_decoding_path_run_one_step_function(model, monkeypatch):
+    """One step function per decoder (``_step``): teacher forcing, decoding with the context and
+    decoding over the projected annotations (Bahdanau's fast path, behind the step's read) all
+    go through it, once a position, and agree."""
+    calls = []
+    step = type(model)._step
+    monkeypatch.setattr(type(model), "_step", lambda self, *a: calls.append(1) or step(self, *a))
+    tgt = torch.randint(3, V, (2, 5))
+    for src, projected in ((source(2, 8, pad_last=3), True), (source(2, 9), False)):  # B·S vs 2e = 16
+        full = model(src, tgt)
+        assert len(calls) == 5
+        steps, cache = stepwise(model, src, tgt)
+        assert len(calls) == 10
+        torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-6)
+        assert ("projected" in cache) == (projected and isinstance(model, AttentionSeq2Seq))
+        calls.clear()
+
+
+def test_cho_decoder_equals_torch_gru_over_the_context_in_float64():
+    """Cho et al.'s decoder against PyTorch's own ``nn.GRU`` with the cell's weights, run over
+    ``[E y_{i-1}; c]`` from ``s_0 = tanh(V' c)``, then the deep output with the whole ``W_o``."""
+    model = cho_model().double()
+    src, tgt = source(3, 6, pad_last=2), torch.randint(3, V, (3, 5))
+    memory, _ = model.encode(src)
+    c = memory[:, 0]  # (B, H)
+    gru = torch.nn.GRU(E + H, H, batch_first=True).double()
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+        getattr(gru, f"{name}_l0").data.copy_(getattr(model.cell, name))
+    y = model.tgt_embed(tgt)  # (B, T, E)
+    contexts = c[:, None].expand(-1, 5, -1)  # (B, T, H)
+    s0 = torch.tanh(model.bridge(c))
+    states, _ = gru(torch.cat([y, contexts], -1), s0[None].contiguous())  # (B, T, H)
+    deep = torch.tanh(model.deep_output(torch.cat([states, contexts, y], -1)))
+    torch.testing.assert_close(model(src, tgt), model.output(deep), rtol=0, atol=1e-12)
+
+
 # ----------------------------------------------------------------------------- Cho et al.
 def test_cho_context_terms_are_computed_once_and_equal_their_recomputation():
     model = cho_model().double()
@@ -71,7 +109,7 @@ def test_cho_context_terms_are_computed_once_and_equal_their_recomputation():
     _, cache = stepwise(model, src, tgt)
     assert len(calls) == 1
     c = model.encode(src)[0][:, 0].detach().numpy()  # (B, H)
-    w_ih, b_ih = model.decoder.weight_ih_l0.detach().numpy(), model.decoder.bias_ih_l0.detach().numpy()
+    w_ih, b_ih = model.cell.weight_ih.detach().numpy(), model.cell.bias_ih.detach().numpy()
     w_o, b_o = model.deep_output.weight.detach().numpy(), model.deep_output.bias.detach().numpy()
     torch.testing.assert_close(cache["context_gates"].detach().numpy(), c @ w_ih[:, E:].T + b_ih)
     torch.testing.assert_close(cache["context_output"].detach().numpy(), c @ w_o[:, H : 2 * H].T + b_o)
@@ -162,6 +200,21 @@ def test_a_decoding_loop_checks_token_ids_on_its_first_step_only(model, monkeypa
     model.decode(torch.tensor([[BOS]]), memory, mask, cache=cache)
     with pytest.raises(ValueError, match="tgt must be token ids < vocab_size=40"):  # outside a loop
         model.decode(torch.tensor([[V]]), memory, mask, cache=cache)
+
+
+@pytest.mark.parametrize("model", [attention_model(), cho_model()], ids=["bahdanau", "cho"])
+def test_teacher_forcing_checks_each_input_once_and_decode_checks_unless_told(model, monkeypatch):
+    calls = []
+    check_ids = rnn.check_ids
+    monkeypatch.setattr(rnn, "check_ids", lambda *a: calls.append(a[0]) or check_ids(*a))
+    src, tgt = source(2, 6), torch.randint(3, V, (2, 4))
+    model(src, tgt)
+    assert calls == ["tgt_in", "src"]  # forward's own, encode's; decode is called with check=False
+    memory, mask = model.encode(src)
+    calls.clear()
+    model.decode(tgt, memory, mask)
+    model.decode(tgt, memory, mask, check=False)  # a caller that made tgt itself
+    assert calls == ["tgt"]
 
 
 def test_eval_decoding_calls_no_dropout():

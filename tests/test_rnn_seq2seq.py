@@ -67,6 +67,23 @@ def test_alignment_equals_the_masked_softmax_of_its_score_module(score):
     torch.testing.assert_close(align(q, align.prepare(keys), mask, previous), expected)
 
 
+@pytest.mark.parametrize("score", SCORES)
+def test_the_alignment_reads_every_score_through_the_score_api(score, monkeypatch):
+    """One interface for the four scores: ``prepare`` once per source, ``score`` each step."""
+    torch.manual_seed(0)
+    align = Alignment(score, 6, 6, 5, filters=2, kernel_size=3).double()
+    calls = []
+    module = align.score
+    for name in ("prepare", "score"):
+        method = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, n=name, f=method: calls.append(n) or f(*a))
+    keys = align.prepare(torch.randn(3, 7, 6, dtype=torch.float64))
+    previous = torch.full((3, 7), 1 / 7, dtype=torch.float64)
+    for _ in range(2):
+        previous = align(torch.randn(3, 6, dtype=torch.float64), keys, None, previous)
+    assert calls == ["prepare", "score", "score"]
+
+
 def test_dot_score_needs_equal_widths():
     with pytest.raises(ValueError, match="dot score needs query_dim = key_dim, got 6 and 8"):
         Alignment("dot", 6, 8, 4)

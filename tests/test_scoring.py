@@ -16,6 +16,8 @@ import torch
 from attnlab.attention import (
     AdditiveScore,
     BilinearScore,
+    DotScore,
+    LocationAwareScore,
     cosine_score,
     dot_score,
     scaled_dot_score,
@@ -112,6 +114,50 @@ def test_bilinear_score_matches_numpy_and_identity_is_dot():
         square.weight.copy_(torch.eye(5))
     k2 = rand(2, 4, 5, seed=11)
     torch.testing.assert_close(square(k2, k), dot_score(k2, k))
+
+
+def score_modules():
+    torch.manual_seed(0)
+    return [DotScore(), BilinearScore(5, 5), AdditiveScore(5, 5, 4), LocationAwareScore(5, 5, 4, 2, 3)]
+
+
+@pytest.mark.parametrize("module", score_modules(), ids=["dot", "general", "additive", "location"])
+def test_the_score_api_prepares_the_keys_once_and_scores_any_query_against_them(module):
+    """``e(q, k) = score(q, prepare(k), previous)`` for every score module, and scoring the
+    queries one at a time against keys prepared once (a decoder's steps) equals scoring them
+    together; the previous alignment is read only by the location-aware score."""
+    module = module.double()
+    q, k = rand(2, 4, 5, seed=16), rand(2, 6, 5, seed=17)
+    previous = torch.softmax(rand(2, 4, 6, seed=18), dim=-1)
+    prepared = module.prepare(k)  # (2, 6, ·)
+    together = module.score(q, prepared, previous)  # (2, 4, 6)
+    torch.testing.assert_close(together, module(q, k, previous), rtol=0, atol=0)
+    steps = [module.score(q[:, i : i + 1], prepared, previous[:, i : i + 1]) for i in range(4)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), together, rtol=1e-15, atol=1e-15)
+    moved = module.score(q, prepared, torch.softmax(rand(2, 4, 6, seed=19), dim=-1))
+    assert torch.equal(moved, together) == (not module.reads_previous)
+
+
+def test_dot_and_general_scores_are_the_dot_product_against_prepared_keys():
+    q, k = rand(2, 4, 5, seed=20), rand(2, 6, 5, seed=21)
+    torch.testing.assert_close(DotScore()(q, k), dot_score(q, k), rtol=0, atol=0)
+    general = BilinearScore(5, 5).double()
+    with torch.no_grad():
+        general.weight.copy_(torch.eye(5))
+    torch.testing.assert_close(general(q, k), dot_score(q, k))
+    with pytest.raises(ValueError, match="k has width 4 but q has width 5"):
+        DotScore()(q, k[..., :4])
+
+
+def test_the_additive_score_is_luongs_concat_score():
+    """Luong et al. (2015), eq. 8: ``v_aᵀ tanh(W_a [h_t; h̄_s])`` with ``W_a = [W_q  W_k]``."""
+    torch.manual_seed(0)
+    score = AdditiveScore(3, 5, 4).double()
+    q, k = rand(2, 3, seed=22), rand(6, 5, seed=23)
+    w_a = torch.cat([score.w_q.weight, score.w_k.weight], dim=1)  # (4, 3 + 5)
+    pairs = torch.cat([q[:, None].expand(2, 6, 3), k[None].expand(2, 6, 5)], dim=-1)  # [h_t; h̄_s]
+    expected = torch.tanh(pairs @ w_a.T) @ score.w_v.weight[0]  # (2, 6)
+    torch.testing.assert_close(score(q, k), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_bilinear_init_keeps_unit_variance():

@@ -107,7 +107,8 @@ def test_decoding_equals_a_float64_recomputation_of_the_paper():
 def test_attention_over_the_grid_sums_to_one_at_every_step():
     model = tiny(seed=1)
     _, tgt = captions(4, seed=1)
-    logits, alphas = model(images(4), tgt, return_attention=True)
+    logits, (weights,) = model(images(4), tgt, return_weights=True)  # (B, 1, T, L): one layer, one head
+    alphas = weights[:, 0]
     assert logits.shape == (4, tgt.shape[1], V)
     assert alphas.shape == (4, tgt.shape[1], model.num_locations) and model.grid == (4, 4)
     assert (alphas >= 0).all()
@@ -154,8 +155,8 @@ def test_doubly_stochastic_penalty_equals_a_float64_hand_computation():
 def test_the_penalty_trains_through_the_attention():
     model = tiny(seed=2)
     _, tgt = captions(4)
-    _, alphas = model(images(4), tgt[:, :-1], return_attention=True)
-    model.doubly_stochastic_penalty(alphas, tgt[:, 1:] != PAD).backward()
+    _, (weights,) = model(images(4), tgt[:, :-1], return_weights=True)
+    model.doubly_stochastic_penalty(weights[:, 0], tgt[:, 1:] != PAD).backward()
     assert model.attention.score.w_q.weight.grad.abs().sum() > 0
 
 
@@ -213,8 +214,8 @@ def test_without_attention_the_decoder_reads_only_the_mean_annotation():
     model = tiny(attention=False)
     assert not hasattr(model, "attention") and not hasattr(model, "gate")
     x, (_, tgt) = images(2), captions(2)
-    logits, alphas = model(x, tgt, return_attention=True)
-    assert alphas is None and float(model.doubly_stochastic_penalty(alphas)) == 0.0
+    logits, weights = model(x, tgt, return_weights=True)
+    assert weights == [] and float(model.doubly_stochastic_penalty(None)) == 0.0
     memory, _ = model.encode(x)
     assert model.decode(tgt, memory, None, return_weights=True)[1] == []
     noise = torch.randn(memory.shape)
@@ -264,6 +265,22 @@ def test_bad_images_are_refused_naming_expected_and_got(x, message):
         model.encode(x)
     with pytest.raises(ValueError, match=message):
         greedy_search(model, x, max_new_tokens=3, bos_id=BOS, eos_id=EOS)
+
+
+def test_teacher_forcing_checks_its_inputs_once_and_decode_checks_unless_told(monkeypatch):
+    model = tiny()
+    calls = []
+    check = ShowAttendTell._check_decode
+    monkeypatch.setattr(ShowAttendTell, "_check_decode", lambda self, *a: calls.append(1) or check(self, *a))
+    _, tgt = captions(2)
+    model(images(2), tgt)  # forward checks the images (encode) and tgt_in itself
+    assert calls == []
+    memory, _ = model.encode(images(2))
+    model.decode(tgt, memory)
+    model.decode(tgt, memory, check=False)  # a caller that made tgt itself
+    assert calls == [1]
+    with pytest.raises(ValueError, match=r"tgt_in must be token ids < vocab_size=12, got a maximum of 40"):
+        model(images(1), torch.tensor([[BOS, 40]]))
 
 
 def test_errors_name_the_bad_value():

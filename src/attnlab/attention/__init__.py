@@ -2,7 +2,8 @@
 
 * :mod:`~attnlab.attention.pooling` — kernel attention pooling (Nadaraya–Watson), López et al.
   (Attention Mechanisms)
-* :mod:`~attnlab.attention.scoring` — dot, scaled dot, additive, bilinear, cosine scores
+* :mod:`~attnlab.attention.scoring` — dot, scaled dot, additive, bilinear, cosine scores; the
+  score API (``prepare`` the keys once, ``score`` each step)
 * :mod:`~attnlab.attention.masks` — causal / padding masks, the mask contract, the masked softmax
 * :mod:`~attnlab.attention.core` — scaled dot-product attention: the formula
 * :mod:`~attnlab.attention.kernels` — the fastest path to its value (PyTorch's kernel or the formula)
@@ -40,6 +41,8 @@ from attnlab.attention.pooling import (
 from attnlab.attention.scoring import (
     AdditiveScore,
     BilinearScore,
+    DotScore,
+    Score,
     cosine_score,
     dot_score,
     scaled_dot_score,
@@ -49,10 +52,12 @@ __all__ = [
     "AdditiveAttention",
     "AdditiveScore",
     "BilinearScore",
+    "DotScore",
     "LocationAwareScore",
     "KVCache",
     "MultiHeadAttention",
     "ParametricAttentionPooling",
+    "Score",
     "as_attention_mask",
     "average_pooling",
     "boxcar_kernel",

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.attention.masks import check_mask, lengths_to_mask, masked_softmax
+from attnlab.attention.masks import as_attention_mask, lengths_to_mask, masked_softmax
 from attnlab.attention.scoring import AdditiveScore
 from attnlab.validation import check_floating, check_probability, check_rank, shape_str
 
@@ -30,10 +30,11 @@ class AdditiveAttention(nn.Module):
     Forward:
         queries ``(B, n_q, d_q)``, keys ``(B, n_k, d_k)``, values ``(B, n_k, d_v)``.
         ``mask``: docs/design.md's convention — boolean (``True`` = allowed) or additive float,
-        broadcastable to the weights ``(B, n_q, n_k)``. A ``(B, 1, 1, n_k)`` key-padding mask
-        from :func:`~attnlab.attention.masks.padding_mask` (e.g.
-        ``padding_mask(lengths_to_mask(valid_lens, n_k))``) is accepted too; a 2-D mask means
-        ``(n_q, n_k)`` as everywhere else, never ``(B, n_k)``.
+        read by the mask contract (:func:`~attnlab.attention.masks.as_attention_mask`): a 2-D
+        mask is key padding ``(B, n_k)`` (``True`` = real key), as everywhere else; a 3-D one
+        is ``(B, n_q, n_k)``. The ``(B, 1, 1, n_k)`` form of
+        :func:`~attnlab.attention.masks.padding_mask` (e.g.
+        ``padding_mask(lengths_to_mask(valid_lens, n_k))``) is accepted too.
         ``lengths``: optional ``(B,)`` numbers of valid keys (López et al. (Attention
         Mechanisms), "Masked Softmax Operation": keys ``i > l`` get weight 0); combined with
         ``mask``.
@@ -59,10 +60,11 @@ class AdditiveAttention(nn.Module):
         lengths: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         _check_inputs(queries, keys, values)
+        self.score.check(queries, keys)
         batch, n_q, n_k = queries.shape[0], queries.shape[1], keys.shape[1]
         mask = _prepare_mask(mask, lengths, (batch, n_q, n_k))
-        scores = self.score(queries, keys)  # (B, n_q, n_k)
-        weights = masked_softmax(scores, mask)  # (B, n_q, n_k)
+        scores = self.score.score(queries, self.score.prepare(keys))  # (B, n_q, n_k)
+        weights = masked_softmax(scores, mask, check=False)  # (B, n_q, n_k); checked above
         dropped = F.dropout(weights, self.dropout, self.training)  # (B, n_q, n_k)
         out = dropped @ values  # (B, n_q, d_v)
         return (out, weights) if return_weights else out
@@ -95,7 +97,7 @@ def _prepare_mask(
     if mask is not None:
         if mask.dim() == 4 and mask.shape[1] == 1:
             mask = mask.squeeze(1)  # (B, 1, n_q | 1, n_k) → (B, n_q | 1, n_k)
-        check_mask(mask, weights_shape)
+        mask = as_attention_mask(mask, weights_shape)  # (B, n_k) → (B, 1, n_k); checked
     if lengths is None:
         return mask
     check_rank("lengths", lengths, 1, "(B,)")

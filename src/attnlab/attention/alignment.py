@@ -5,17 +5,19 @@ Translate", eqs. 5-6: ``e_ij = a(s_{i-1}, h_j)``, ``α_ij = softmax_j(e_ij)`` ov
 tokens, ``c_i = Σ_j α_ij h_j`` (Hasegawa-Johnson (ECE 417 Lecture 21), "Attention"; López et al.
 (Attention Mechanisms)). The score ``a`` is one of
 
-* ``additive`` — ``w_vᵀ tanh(W_q s + W_k h_j)`` (Bahdanau; :class:`AdditiveScore`)
+* ``additive`` — ``w_vᵀ tanh(W_q s + W_k h_j)`` (Bahdanau; Luong et al.'s *concat*;
+  :class:`AdditiveScore`)
 * ``dot``      — ``sᵀ h_j`` (Luong, Pham & Manning 2015, "Effective Approaches to
-  Attention-based NMT", eq. 8; needs ``d_q = d_k``; :func:`dot_score`)
+  Attention-based NMT", eq. 8; needs ``d_q = d_k``; :class:`DotScore`)
 * ``general``  — ``sᵀ M h_j`` (Luong et al. eq. 8; :class:`BilinearScore`)
 * ``location`` — the additive score plus convolutional features of the previous alignment
   (Chorowski et al. 2015; :class:`LocationAwareScore`)
 
-A decoder calls :meth:`Alignment.prepare` once per source (the key-side projections do not
-depend on the step) and then :meth:`Alignment.forward` at every step. Both are the score
-modules' own layers, applied in that order: the weights equal ``masked_softmax`` of the score
-module's ``forward`` (tested).
+A decoder calls :meth:`Alignment.prepare` once per source (the key side of the score does not
+depend on the step) and then :meth:`Alignment.forward` at every step: the score API of
+:class:`~attnlab.attention.scoring.Score`, the same two calls whichever the score, followed by
+the masked softmax. The weights equal ``masked_softmax`` of the score module's ``forward``
+(tested).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from torch import Tensor, nn
 
 from attnlab.attention.location import LocationAwareScore
 from attnlab.attention.masks import masked_softmax
-from attnlab.attention.scoring import AdditiveScore, BilinearScore
+from attnlab.attention.scoring import AdditiveScore, BilinearScore, DotScore, Score
 from attnlab.validation import check_choice, check_positive
 
 SCORES = ("additive", "dot", "general", "location")
@@ -55,21 +57,20 @@ class Alignment(nn.Module):
                 f"the dot score needs query_dim = key_dim, got {query_dim} and {key_dim}"
             )
         self.kind = score
+        self.score: Score
         if score == "additive":
             self.score = AdditiveScore(query_dim, key_dim, hidden_dim)
         elif score == "location":
             self.score = LocationAwareScore(query_dim, key_dim, hidden_dim, filters, kernel_size)
         elif score == "general":
             self.score = BilinearScore(query_dim, key_dim)
+        else:
+            self.score = DotScore()
 
     def prepare(self, keys: Tensor) -> Tensor:
         """The key side of the score, computed once: ``keys (B, S, d_k)`` → ``(B, S, ·)``
         (``W_k h_j``; ``M h_j`` for ``general``; the keys themselves for ``dot``)."""
-        if self.kind in ("additive", "location"):
-            return self.score.w_k(keys)  # (B, S, h)
-        if self.kind == "general":
-            return keys @ self.score.weight.transpose(0, 1)  # (B, S, d_q)
-        return keys  # (B, S, d_k)
+        return self.score.prepare(keys)
 
     def forward(
         self, query: Tensor, prepared: Tensor, mask: Tensor | None, previous: Tensor | None = None
@@ -77,18 +78,12 @@ class Alignment(nn.Module):
         """Weights ``(B, S)`` of the query ``(B, d_q)`` over the prepared keys ``(B, S, ·)``.
 
         ``mask`` ``(B, S)``: True = a real source token (padding gets weight exactly 0).
-        ``previous`` ``(B, S)``: the previous step's weights (``location`` only).
+        ``previous`` ``(B, S)``: the previous step's weights (read by ``location`` only).
         """
-        if self.kind in ("additive", "location"):
-            hidden = prepared + self.score.w_q(query).unsqueeze(1)  # (B, S, h)
-            if self.kind == "location":
-                if previous is None:
-                    raise ValueError("the location score needs the previous alignment, got None")
-                hidden = hidden + self.score.w_f(self.score.location(previous))  # (B, S, h)
-            scores = self.score.w_v(torch.tanh(hidden)).squeeze(-1)  # (B, S)
-        else:
-            scores = (prepared @ query.unsqueeze(-1)).squeeze(-1)  # (B, S)
-        return masked_softmax(scores, mask)  # (B, S)
+        read = self.score.reads_previous and previous is not None
+        before = previous.unsqueeze(1) if read else None  # (B, 1, S): α_{i-1}
+        scores = self.score.score(query.unsqueeze(1), prepared, before)  # (B, 1, S), eq. 6
+        return masked_softmax(scores.squeeze(1), mask, check=False)  # (B, S): the caller's mask
 
     @staticmethod
     def initial(mask: Tensor) -> Tensor:

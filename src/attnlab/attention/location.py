@@ -12,7 +12,10 @@ features ``f_{i,j}`` of each position to the additive score::
     f_i = F * α_{i-1}                                      (eq. 8)
     e_{i,j} = wᵀ tanh(W s_{i-1} + V h_j + U f_{i,j} + b)    (eq. 9)
 
-With ``F = 0`` and ``b = 0`` it is :class:`~attnlab.attention.scoring.AdditiveScore` exactly.
+The location term is the ``extra`` of :meth:`AdditiveScore.hidden
+<attnlab.attention.scoring.AdditiveScore.hidden>`: one more addend inside the ``tanh``, so the
+key side ``V h_j`` is prepared once per source as for the additive score. With ``F = 0`` and
+``b = 0`` it is :class:`~attnlab.attention.scoring.AdditiveScore` exactly.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from torch import Tensor, nn
 
 from attnlab.attention.scoring import AdditiveScore
 from attnlab.validation import check_floating, check_positive, check_tensor, shape_str
+
+_NO_PREVIOUS = "the location-aware score needs the previous alignment, got None"
 
 
 class LocationAwareScore(AdditiveScore):
@@ -37,7 +42,11 @@ class LocationAwareScore(AdditiveScore):
     Shapes: ``q (..., n_q, d_q)``, ``k (..., n_k, d_k)``, ``previous (..., n_q, n_k)`` (the
     weights of the previous step; zero at padded positions, uniform or one-hot at the first
     step) → ``(..., n_q, n_k)``. ``previous`` must have the full batch shape of the scores.
+    The score API of :class:`~attnlab.attention.scoring.Score`: ``prepare(k)`` is ``W_k k``,
+    ``score(q, prepared, previous)`` adds the location term.
     """
+
+    reads_previous = True
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int, filters: int = 10,
                  kernel_size: int = 21) -> None:
@@ -49,16 +58,28 @@ class LocationAwareScore(AdditiveScore):
         self.conv = nn.Conv1d(1, filters, kernel_size, padding=kernel_size // 2, bias=False)  # F
         self.w_f = nn.Linear(filters, hidden_dim, bias=True)  # U and b
 
-    def forward(self, q: Tensor, k: Tensor, previous: Tensor) -> Tensor:  # type: ignore[override]
-        hidden = self.hidden(q, k)  # (..., n_q, n_k, h)
+    def score(  # type: ignore[override]
+        self, query: Tensor, prepared: Tensor, previous: Tensor | None = None
+    ) -> Tensor:
+        """Eq. 9 for ``query (..., n_q, d_q)`` against ``prepared`` ``W_k k`` ``(..., n_k, h)``
+        given ``previous (..., n_q, n_k)`` → ``(..., n_q, n_k)``."""
+        if previous is None:
+            raise ValueError(_NO_PREVIOUS)
+        features = self.w_f(self.location(previous))  # (..., n_q, n_k, h): U f_{i,j} + b
+        return super().score(query, prepared, extra=features)
+
+    def check(self, q: Tensor, k: Tensor, previous: Tensor | None = None) -> None:
+        super().check(q, k)
+        if previous is None:
+            raise ValueError(_NO_PREVIOUS)
         check_tensor("previous", previous)
         check_floating("previous", previous)
-        if previous.shape != hidden.shape[:-1]:
+        scores = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
+        if previous.shape != scores:
             raise ValueError(
-                f"previous must have the scores' shape {shape_str(hidden.shape[:-1])} "
-                f"(..., n_q, n_k), got {shape_str(previous.shape)}"
+                f"previous must have the scores' shape {shape_str(scores)} (..., n_q, n_k), "
+                f"got {shape_str(previous.shape)}"
             )
-        return self.w_v(torch.tanh(hidden + self.w_f(self.location(previous)))).squeeze(-1)
 
     def location(self, previous: Tensor) -> Tensor:
         """``f = F * α_prev`` at every position (eq. 8): ``(..., n_q, n_k)`` → ``(..., n_q, n_k, r)``."""

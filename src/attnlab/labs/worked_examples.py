@@ -90,7 +90,7 @@ def linear_score(q: Tensor, k: Tensor) -> Tensor:
     with torch.no_grad():
         score.w_q.weight.copy_(torch.tensor([LINEAR_W_Q]))  # (1, 3): W_q
         score.w_k.weight.copy_(torch.tensor([LINEAR_W_K]))  # (1, 3): W_k
-        return score.hidden(q, k)[..., 0]  # (1, 3): W_q q + W_k k_j, before any tanh
+        return score.hidden(q, score.prepare(k))[..., 0]  # (1, 3): W_q q + W_k k_j, before any tanh
 
 
 def compute_examples() -> dict[str, Example]:

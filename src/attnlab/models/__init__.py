@@ -23,6 +23,7 @@ decorated with :func:`register_model`, and one import line below (docs/design.md
 model").
 """
 
+from attnlab.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
 from attnlab.models.base import (
     MODEL_TYPES,
     ModelCache,
@@ -36,7 +37,7 @@ from attnlab.models.encoder import Encoder, EncoderConfig
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.lstmn import LSTMLM, LSTMN, LSTMConfig, LSTMNConfig
 from attnlab.models.ntm import NTM, NTMConfig
-from attnlab.models.rnn import AttentionSeq2Seq, AttentionSeq2SeqConfig, RNNSeq2Seq, RNNSeq2SeqConfig
+from attnlab.models.rnn import RNNSeq2Seq, RNNSeq2SeqConfig
 from attnlab.models.sequence_lstm import SequenceLSTM, SequenceLSTMConfig
 from attnlab.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
 from attnlab.models.transformer import Transformer, TransformerConfig

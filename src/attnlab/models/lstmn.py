@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from attnlab.attention.masks import masked_softmax
+from attnlab.attention.scoring import AdditiveScore
 from attnlab.config import Config
 from attnlab.memory import check_fits, sized
 from attnlab.models.base import PretrainedModel, StateCache, register_model
@@ -102,9 +104,11 @@ class LSTMLM(_RecurrentLM):
         check_fits([sized("recurrent weights", layers, 4)])
         self.lstm = nn.LSTM(c.embed_dim, c.hidden_dim, c.num_layers, batch_first=True, dropout=between)
 
-    def forward(self, idx: Tensor, *, cache: StateCache | None = None) -> Tensor:
-        """``idx`` ``(B, n)`` → logits ``(B, n, V)``; a ``cache`` carries ``(h, c)`` on."""
-        self._check(idx)
+    def forward(self, idx: Tensor, *, cache: StateCache | None = None, check: bool = True) -> Tensor:
+        """``idx`` ``(B, n)`` → logits ``(B, n, V)``; a ``cache`` carries ``(h, c)`` on.
+        ``check=False``: the caller made (or checked) ``idx`` itself."""
+        if check:
+            self._check(idx)
         x = self.dropout(self.embed(idx))  # (B, n, E)
         state = None
         if cache is not None and "h" in cache:  # stored batch first: (B, layers, H)
@@ -118,28 +122,38 @@ class LSTMLM(_RecurrentLM):
 
 class LSTMNLayer(nn.Module):
     """One LSTMN layer: an ``nn.LSTMCell`` whose previous state is the intra-attention summary
-    of its tapes (module doc, eqs. 13-16)."""
+    of its tapes (module doc, eqs. 13-16).
+
+    Eq. 13 is the additive score (:class:`~attnlab.attention.scoring.AdditiveScore`) of the
+    query ``h̃_{t-1}`` (``W_q = W_h̃``) against the tape's keys ``h_i`` (``W_k = W_h``,
+    prepared once as each state joins the tape), with ``W_x x_t`` as its extra term; eq. 14 is
+    :func:`~attnlab.attention.masks.masked_softmax` over the tape, which holds only the states
+    before step ``t`` (causal by construction: no mask to pass).
+    """
+
+    # attnlab 0.1 wrote eq. 13's weights beside the cell: W_h̃, W_h and v
+    renamed_weights = {"w_s.": "score.w_q.", "w_h.": "score.w_k.", "v.": "score.w_v."}
 
     def __init__(self, input_dim: int, hidden_dim: int, attention_dim: int) -> None:
         super().__init__()
         self.cell = nn.LSTMCell(input_dim, hidden_dim)
-        self.w_h = nn.Linear(hidden_dim, attention_dim, bias=False)  # W_h h_i
+        self.score = AdditiveScore(hidden_dim, hidden_dim, attention_dim)  # W_h̃, W_h, v
         self.w_x = nn.Linear(input_dim, attention_dim, bias=False)  # W_x x_t
-        self.w_s = nn.Linear(hidden_dim, attention_dim, bias=False)  # W_h̃ h̃_{t-1}
-        self.v = nn.Linear(attention_dim, 1, bias=False)
         self.hidden_dim = hidden_dim
 
     def empty_tape(self, x: Tensor) -> dict[str, Tensor]:
         """The tapes before the first step, one zero state: ``h``, ``c`` ``(B, 1, H)``, their
         keys ``W_h h`` ``(B, 1, A)`` and the summary ``h̃`` ``(B, H)``."""
         zeros = x.new_zeros(x.shape[0], 1, self.hidden_dim)
-        return {"h": zeros, "c": zeros, "keys": self.w_h(zeros), "summary": zeros[:, 0]}
+        return {"h": zeros, "c": zeros, "keys": self.score.prepare(zeros), "summary": zeros[:, 0]}
 
-    def summary(self, tape: dict[str, Tensor], query: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(h̃_t, c̃_t, s^t)``: the tapes' attention-weighted means (eqs. 13-15) for the
-        query ``W_x x_t + W_h̃ h̃_{t-1}`` ``(B, A)``; ``s^t`` is ``(B, t)``."""
-        scores = self.v(torch.tanh(tape["keys"] + query.unsqueeze(1))).squeeze(-1)  # (B, t)
-        weights = torch.softmax(scores, dim=-1)  # (B, t)
+    def summary(self, tape: dict[str, Tensor], step_input: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(h̃_t, c̃_t, s^t)``: the tapes' attention-weighted means (eqs. 13-15) with the
+        query ``h̃_{t-1}`` and the step's ``W_x x_t`` ``(B, A)``; ``s^t`` is ``(B, t)``."""
+        query = tape["summary"].unsqueeze(1)  # (B, 1, H): h̃_{t-1}
+        extra = step_input[:, None, None]  # (B, 1, 1, A): W_x x_t
+        scores = self.score.score(query, tape["keys"], extra=extra).squeeze(1)  # (B, t), eq. 13
+        weights = masked_softmax(scores, check=False)  # (B, t), eq. 14
         h = torch.bmm(weights.unsqueeze(1), tape["h"]).squeeze(1)  # (B, H)
         c = torch.bmm(weights.unsqueeze(1), tape["c"]).squeeze(1)  # (B, H)
         return h, c, weights
@@ -150,13 +164,12 @@ class LSTMNLayer(nn.Module):
         inputs = self.w_x(x)  # (B, n, A): W_x x_t for every step at once
         outputs, rows = [], []
         for t in range(x.shape[1]):
-            query = inputs[:, t] + self.w_s(tape["summary"])  # (B, A)
-            h_mix, c_mix, weights = self.summary(tape, query)
+            h_mix, c_mix, weights = self.summary(tape, inputs[:, t])
             h, c = self.cell(x[:, t], (h_mix, c_mix))  # eq. 16: an LSTM step from the summary
             tape = {
                 "h": torch.cat([tape["h"], h.unsqueeze(1)], 1),
                 "c": torch.cat([tape["c"], c.unsqueeze(1)], 1),
-                "keys": torch.cat([tape["keys"], self.w_h(h).unsqueeze(1)], 1),
+                "keys": torch.cat([tape["keys"], self.score.prepare(h).unsqueeze(1)], 1),
                 "summary": h_mix,
             }
             outputs.append(h)
@@ -178,13 +191,16 @@ class LSTMN(_RecurrentLM):
         self.layers = nn.ModuleList(LSTMNLayer(w, c.hidden_dim, c.attention_dim) for w in widths)
 
     def forward(
-        self, idx: Tensor, *, cache: StateCache | None = None, return_weights: bool = False
+        self, idx: Tensor, *, cache: StateCache | None = None, return_weights: bool = False,
+        check: bool = True,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """``idx`` ``(B, n)`` → logits ``(B, n, V)``; a ``cache`` carries the tapes on. With
         ``return_weights`` also one ``(B, 1, n, n)`` matrix per layer: row ``t``, column ``j < t``
         is the weight of the state after token ``j`` when reading token ``t`` (the weight left
-        on the initial zero state is not shown; column ``j >= t`` is 0: no look-ahead)."""
-        self._check(idx)
+        on the initial zero state is not shown; column ``j >= t`` is 0: no look-ahead).
+        ``check=False``: the caller made (or checked) ``idx`` itself."""
+        if check:
+            self._check(idx)
         x = self.dropout(self.embed(idx))  # (B, n, E)
         weights = []
         for number, layer in enumerate(self.layers):

@@ -136,21 +136,23 @@ class NTM(PretrainedModel):
             gate=torch.sigmoid(gate.squeeze(-1)),
             shift=torch.softmax(shift, dim=-1),
             gamma=1 + F.softplus(gamma.squeeze(-1)),
+            check=False,  # shapes this model made, every step; forward checked its input
         )
 
     def step(self, x: Tensor, state: NTMState) -> tuple[Tensor, NTMState, Tensor, Tensor]:
         """One time step: ``x (B, input_dim)`` → logits ``(B, output_dim)``, the new state, and
-        the write head's erase and add vectors ``(B, W, M)`` (for the trace)."""
+        the write head's erase and add vectors ``(B, W, M)`` (for the trace). Trusts its caller
+        (:meth:`forward` checks the input; the state is the machine's own)."""
         c, batch = self.config, x.shape[0]
         h, cell = self.controller(torch.cat([x, state.reads.flatten(1)], dim=-1), (state.h, state.c))
         write = self.write_head(h).clamp(-c.clip, c.clip).view(batch, c.write_heads, -1)
         write_params, erase, add = write.split([self.address_width, c.memory_width, c.memory_width], -1)
         write_weights = self._addressing(write_params, state.memory, state.write_weights)
         erase, add = torch.sigmoid(erase), torch.tanh(add)
-        memory = erase_and_add(state.memory, write_weights, erase, add)
+        memory = erase_and_add(state.memory, write_weights, erase, add, check=False)
         read_params = self.read_head(h).clamp(-c.clip, c.clip).view(batch, c.read_heads, -1)
         read_weights = self._addressing(read_params, memory, state.read_weights)
-        reads = read_memory(memory, read_weights)  # (B, R, M)
+        reads = read_memory(memory, read_weights, check=False)  # (B, R, M)
         logits = self.output(torch.cat([h, reads.flatten(1)], dim=-1))
         return logits, NTMState(memory, reads, read_weights, write_weights, h, cell), erase, add
 

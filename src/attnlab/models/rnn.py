@@ -1,6 +1,6 @@
-"""RNN encoder-decoders: the fixed context vector of Cho et al. (2014) and the attention of
-Bahdanau et al. (2015), Luong et al. (2015) and Chorowski et al. (2015) (Hasegawa-Johnson
-(ECE 417 Lecture 21), "Attention"; López et al. (Attention Mechanisms); Ba (CSC413 Lecture 8)).
+"""RNN encoder-decoders: what they share, and the fixed context vector of Cho et al. (2014)
+(Hasegawa-Johnson (ECE 417 Lecture 21), "Attention"; López et al. (Attention Mechanisms); Ba
+(CSC413 Lecture 8)).
 
     :class:`RNNSeq2Seq` (Cho, van Merriënboer, Gulcehre, Bahdanau, Bougares, Schwenk & Bengio
     2014, "Learning Phrase Representations using RNN Encoder-Decoder", §2.2):
@@ -8,49 +8,31 @@ Bahdanau et al. (2015), Luong et al. (2015) and Chorowski et al. (2015) (Hasegaw
         s_0 = tanh(V' c);  s_i = GRU(s_{i-1}, [E y_{i-1}; c])
         p(y_i | ...) = softmax(E_out tanh(W_o [s_i; c; E y_{i-1}]))         (deep output)
 
-    :class:`AttentionSeq2Seq` (Bahdanau, Cho & Bengio 2015, "Neural Machine Translation by
-    Jointly Learning to Align and Translate", §3 and appendix A):
-        src → bi-GRU → h_j = [h→_j; h←_j]                                memory (B, S, 2e)
-        s_0 = tanh(W_s h←_1)
-        α_i = softmax_j a(s_{i-1}, h_j),  c_i = Σ_j α_ij h_j              (eqs. 5-6)
-        s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])                             (eq. 4)
-        p(y_i | ...) = softmax(E_out tanh(W_o [s_i; c_i; E y_{i-1}]))
-
-The score ``a`` is selectable (:class:`~attnlab.attention.alignment.Alignment`): ``additive``
-(Bahdanau), ``dot`` and ``general`` (Luong), ``location`` (Chorowski). Source padding is
-handled by packed sequences in the encoder (a padded position never enters a GRU) and gets
-weight exactly 0 in the alignment. Both models have no length limit: a GRU reads any length.
-
-Decoding follows the seam of :class:`~attnlab.models.Transformer`: ``encode`` once, then
-``decode`` one token at a time with a :class:`~attnlab.models.base.StateCache` holding the
-decoder state, so no prefix is recomputed. What depends on the source alone is computed at the
-cache's first step and kept: Bahdanau's key projection ``W_k h_j`` (their ``U_a h_j``, which
-"does not depend on i", appendix A.1.2), for few short sources the images ``W h_j`` of
-the annotations under the weights that read ``c_i`` (``W c_i = Σ_j α_ij W h_j``), and for Cho's
-model every product of a weight with the one context vector ``c``. A decoding loop checks its first
-step and passes ``check=False`` to the later ones (docs/design.md, "Validate once").
+The attention decoder of Bahdanau et al. (2015) is :mod:`attnlab.models.attention_seq2seq`;
+both build on :class:`RNNTranslator`: embeddings, a GRU encoder over packed sequences (a padded
+position never enters a GRU, and a GRU reads any length), a decoder GRU cell and the deep
+output. Each decoder has one step function (``_step``), used by teacher forcing and decoding
+alike; what depends on the source alone is computed once per sentence and, when decoding, kept
+in a :class:`~attnlab.models.base.StateCache`. The GRU cell and the deep output read their
+inputs ``[E y; c]`` and ``[s; c; E y]`` through one weight matrix each, so ``W [E y; c] =
+W^y E y + W^c c``: a step multiplies its own inputs by their column blocks
+(:class:`StepWeights`) and adds the context's part, which for Cho's model (one context vector
+``c``) is a per-sentence term (:meth:`RNNSeq2Seq._context_terms`). ``decode`` checks its
+arguments, unless a caller that made them passes ``check=False``; the layers below trust it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnlab.attention.alignment import SCORES, Alignment
 from attnlab.config import Config
 from attnlab.models.base import PretrainedModel, StateCache, register_model
-from attnlab.validation import (
-    check_choice,
-    check_ids,
-    check_positive,
-    check_probability,
-    check_rank,
-    check_vocabularies,
-)
+from attnlab.validation import check_ids, check_positive, check_probability, check_rank, check_vocabularies
 
 
 @dataclass
@@ -76,34 +58,6 @@ class RNNSeq2SeqConfig(Config):
         check_probability("dropout", self.dropout)
 
 
-@dataclass
-class AttentionSeq2SeqConfig(RNNSeq2SeqConfig):
-    """Bahdanau et al.'s model: :class:`RNNSeq2SeqConfig` plus the bi-GRU encoder's width per
-    direction (``encoder_dim``; the memory is ``2 · encoder_dim`` wide), the alignment
-    ``score`` (one of ``additive``, ``dot``, ``general``, ``location``), the scoring network's
-    width (``attention_dim``) and the location features (``location_filters``,
-    ``location_kernel``, odd)."""
-
-    encoder_dim: int = 256
-    score: str = "additive"
-    attention_dim: int = 256
-    location_filters: int = 10
-    location_kernel: int = 21
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_choice("score", self.score, SCORES)
-        for name in ("encoder_dim", "attention_dim", "location_filters", "location_kernel"):
-            check_positive(name, getattr(self, name))
-        if self.location_kernel % 2 == 0:
-            raise ValueError(f"location_kernel must be odd, got {self.location_kernel}")
-        if self.score == "dot" and self.hidden_dim != 2 * self.encoder_dim:
-            raise ValueError(
-                f"score 'dot' needs hidden_dim = 2 * encoder_dim (decoder state and memory of one "
-                f"width), got hidden_dim={self.hidden_dim}, encoder_dim={self.encoder_dim}"
-            )
-
-
 def gru_step(input_gates: Tensor, state: Tensor, w_hh: Tensor, b_hh: Tensor) -> Tensor:
     """One GRU step from input gates computed elsewhere (Cho et al. 2014, eqs. 5-8, in
     ``nn.GRU``'s gate order r, z, n): ``input_gates`` ``W x + b_ih`` ``(B, 3H)``, ``state`` ``s``
@@ -114,20 +68,48 @@ def gru_step(input_gates: Tensor, state: Tensor, w_hh: Tensor, b_hh: Tensor) -> 
 
     Equal to ``nn.GRUCell`` to rounding; lets a caller add a constant part of ``W x`` once.
     """
-    hidden = state.shape[-1]
-    hidden_gates = torch.addmm(b_hh, state, w_hh.t())  # (B, 3H): U s + b_hh
-    rz = torch.sigmoid(input_gates[:, : 2 * hidden] + hidden_gates[:, : 2 * hidden])  # (B, 2H)
-    n = torch.tanh(torch.addcmul(input_gates[:, 2 * hidden :], rz[:, :hidden], hidden_gates[:, 2 * hidden :]))
-    return torch.lerp(n, state, rz[:, hidden:])  # (B, H): n + z ⊙ (s − n)
+    x_r, x_z, x_n = input_gates.chunk(3, dim=1)  # (B, H) each: W_r x, W_z x, W_n x (+ b_ih)
+    s_r, s_z, s_n = torch.addmm(b_hh, state, w_hh.t()).chunk(3, dim=1)  # U s + b_hh, (B, H) each
+    r, z = torch.sigmoid(x_r + s_r), torch.sigmoid(x_z + s_z)  # (B, H)
+    n = torch.tanh(torch.addcmul(x_n, r, s_n))  # (B, H)
+    return torch.lerp(n, state, z)  # (B, H): n + z ⊙ (s − n)
 
 
-class _RNNTranslator(PretrainedModel):
-    """What both RNN encoder-decoders share: embeddings, the packed encoder pass, the deep
-    output layer, teacher-forced ``forward`` and argument checks."""
+def autocast_once(x: Tensor) -> Tensor:
+    """``x`` in autocast's precision while autocast is on (else ``x``): for a tensor that every
+    decoder step multiplies, cast once per call instead of by autocast at every step (autocast
+    caches the casts of parameters, not of their views nor of activations)."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device):
+        return x.to(torch.get_autocast_dtype(device))
+    return x
+
+
+class StepWeights(NamedTuple):
+    """The parameters a decoder step reads, gathered once per call: what it multiplies its own
+    inputs ``E y_{i-1}`` and ``s`` by — transposed views of column blocks of the GRU cell's
+    ``W [E y; c]`` and of the deep output's ``W_o [s; c; E y]``, ``gates_y`` ``(E, 3H)``,
+    ``output_s`` ``(H, E)``, ``output_y`` ``(E, E)``, and the cell's ``U`` ``(3H, H)`` —
+    and the biases ``b_ih``, ``b_hh`` ``(3H,)`` and ``b_o`` ``(E,)``."""
+
+    gates_y: Tensor
+    gates_bias: Tensor
+    recurrent: Tensor
+    recurrent_bias: Tensor
+    output_s: Tensor
+    output_y: Tensor
+    output_bias: Tensor
+
+
+class RNNTranslator(PretrainedModel):
+    """What both RNN encoder-decoders share: embeddings, the packed encoder pass, the decoder's
+    GRU cell over ``[E y_{i-1}; c_i]`` (``context_dim`` wide ``c``), the deep output layer,
+    teacher-forced ``forward`` and the checks at ``decode``."""
 
     def __init__(self, config: RNNSeq2SeqConfig, context_dim: int) -> None:
         super().__init__()
         self.config = c = config
+        self.context_dim = context_dim
         self.src_embed = nn.Embedding(c.src_vocab_size, c.embed_dim)
         self.tgt_embed = (
             self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.embed_dim)
@@ -160,6 +142,7 @@ class _RNNTranslator(PretrainedModel):
         return self.dropout(x) if self.training else x
 
     def _check_decode(self, tgt: Tensor, memory: Tensor) -> None:
+        """The checks of ``decode``, the decoder's entry point (the layers below trust it)."""
         check_ids("tgt", tgt, self.config.tgt_vocab_size)
         check_rank("memory", memory, 3, "(B, S, d)")
         if memory.shape[0] != tgt.shape[0]:
@@ -167,11 +150,40 @@ class _RNNTranslator(PretrainedModel):
                 f"memory has batch size {memory.shape[0]} but tgt has batch size {tgt.shape[0]}"
             )
 
-    def _logits(self, states: Tensor, contexts: Tensor, embedded: Tensor) -> Tensor:
-        """The deep output ``E_out tanh(W_o [s_i; c_i; E y_{i-1}])``: ``(B, T, ·)`` × 3 →
-        ``(B, T, V_tgt)`` (Bahdanau et al. appendix A.2.2, with tanh in place of maxout)."""
-        hidden = torch.tanh(self.deep_output(torch.cat([states, contexts, embedded], dim=-1)))
-        return self.output(self._drop(hidden))  # (B, T, V_tgt)
+    def _weights(self) -> StepWeights:
+        """The views of the weights every decoder step multiplies (:class:`StepWeights`)."""
+        e, h, cell, deep = self.config.embed_dim, self.config.hidden_dim, self.cell, self.deep_output
+        w_ih, w_o = autocast_once(cell.weight_ih), autocast_once(deep.weight)
+        return StepWeights(
+            w_ih[:, :e].t(), cell.bias_ih, cell.weight_hh, cell.bias_hh,
+            w_o[:, :h].t(), w_o[:, h + self.context_dim :].t(), deep.bias,
+        )
+
+    def _context_weights(self) -> tuple[Tensor, Tensor]:
+        """The weights that read the context ``c``, transposed: ``W^c`` ``(C, 3H)`` and ``W_o^c``
+        ``(C, E)``, the ``c`` columns of the GRU's ``W [E y; c]`` and the deep output's
+        ``W_o [s; c; E y]``."""
+        e, h = self.config.embed_dim, self.config.hidden_dim
+        w_ih, w_o = autocast_once(self.cell.weight_ih), autocast_once(self.deep_output.weight)
+        return w_ih[:, e:].t(), w_o[:, h : h + self.context_dim].t()
+
+    def _recur(self, state: Tensor, y: Tensor, context_gates: Tensor, weights: StepWeights) -> Tensor:
+        """``s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])``: ``state`` ``(B, H)``, ``y`` ``E y_{i-1}``
+        ``(B, E)``, ``context_gates`` the context's part of the input gates ``W^c c_i + b_ih``
+        ``(B, 3H)`` → ``s_i`` ``(B, H)``."""
+        gates = torch.addmm(context_gates, y, weights.gates_y)  # (B, 3H): W [E y; c] + b_ih
+        return gru_step(gates, state, weights.recurrent, weights.recurrent_bias)
+
+    def _deep(self, state: Tensor, y: Tensor, context_output: Tensor, weights: StepWeights) -> Tensor:
+        """The deep output's hidden layer ``tanh(W_o [s_i; c_i; E y_{i-1}] + b_o)`` (Bahdanau et
+        al. appendix A.2.2, with tanh in place of maxout), given the context's part ``W_o^c c_i
+        + b_o`` ``(B, E)`` → ``(B, E)``."""
+        hidden = torch.addmm(torch.addmm(context_output, state, weights.output_s), y, weights.output_y)
+        return torch.tanh(hidden)
+
+    def _logits(self, hidden: list[Tensor]) -> Tensor:
+        """``E_out`` over the deep output's hidden layers, ``T`` of ``(B, E)`` → ``(B, T, V_tgt)``."""
+        return self.output(self._drop(torch.stack(hidden, dim=1)))
 
     def new_cache(self) -> StateCache:
         """An empty :class:`StateCache` for :meth:`decode`."""
@@ -179,16 +191,17 @@ class _RNNTranslator(PretrainedModel):
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: ``src`` ``(B, S)``, ``tgt_in`` ``(B, T)`` ids → logits ``(B, T, V_tgt)``."""
+        check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
         if src.shape[0] != tgt_in.shape[0]:
             raise ValueError(
                 f"tgt_in has batch size {tgt_in.shape[0]} but src has batch size {src.shape[0]}"
             )
         memory, src_mask = self.encode(src)
-        return self.decode(tgt_in, memory, src_mask)
+        return self.decode(tgt_in, memory, src_mask, check=False)
 
 
 @register_model
-class RNNSeq2Seq(_RNNTranslator):
+class RNNSeq2Seq(RNNTranslator):
     """Cho et al. (2014): the whole source squeezed into one context vector (module doc).
 
     ``encode(src)`` returns that vector as a one-position memory ``(B, 1, H)`` (mask all
@@ -197,6 +210,9 @@ class RNNSeq2Seq(_RNNTranslator):
 
     model_type = "rnn_seq2seq"
     config_class = RNNSeq2SeqConfig
+    # attnlab 0.1 ran the decoder as a one-layer nn.GRU; it is stepped as a cell now
+    renamed_weights = {f"decoder.{name}_l0": f"cell.{name}"
+                       for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
 
     def __init__(self, config: RNNSeq2SeqConfig) -> None:
         super().__init__(config, context_dim=config.hidden_dim)
@@ -204,7 +220,7 @@ class RNNSeq2Seq(_RNNTranslator):
         self.encoder = nn.GRU(c.embed_dim, c.hidden_dim, batch_first=True)
         self.context = nn.Linear(c.hidden_dim, c.hidden_dim)  # c = tanh(V h_S)
         self.bridge = nn.Linear(c.hidden_dim, c.hidden_dim)  # s_0 = tanh(V' c)
-        self.decoder = nn.GRU(c.embed_dim + c.hidden_dim, c.hidden_dim, batch_first=True)
+        self.cell = nn.GRUCell(c.embed_dim + c.hidden_dim, c.hidden_dim)
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """``src`` ``(B, S)`` → ``(context (B, 1, H), mask (B, 1))``."""
@@ -213,185 +229,41 @@ class RNNSeq2Seq(_RNNTranslator):
         return context.unsqueeze(1), torch.ones(src.shape[0], 1, dtype=torch.bool, device=src.device)
 
     def decode(
-        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, *, cache: StateCache | None = None,
-        check: bool = True,
+        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, *,
+        cache: StateCache | None = None, check: bool = True,
     ) -> Tensor:
         """Logits ``(B, T, V_tgt)`` of ``tgt`` ``(B, T)`` given the context ``memory`` ``(B, 1, H)``;
-        with a ``cache``, ``tgt`` holds only the new tokens and the state is carried over. There
-        are no attention weights to return: the decoder sees one fixed context vector."""
-        if check:  # False: a decoding loop's later step (docs/design.md, "Validate once")
+        with a ``cache``, ``tgt`` holds only the new tokens and the state is carried over. Every
+        position goes through :meth:`_step`. There are no attention weights to return: the
+        decoder sees one fixed context vector.
+        ``check=False``: the caller made (or checked) ``tgt`` and ``memory`` itself."""
+        if check:
             self._check_decode(tgt, memory)
         embedded = self._drop(self.tgt_embed(tgt))  # (B, T, E)
-        if cache is None:
-            return self._teacher_forced(embedded, memory[:, 0])
-        if "state" not in cache:
-            cache.update(self._context_terms(memory[:, 0]))
-        return self._steps(embedded, cache)
+        terms = cache if cache is not None and "state" in cache else self._context_terms(memory[:, 0])
+        weights, state, hidden = self._weights(), terms["state"], []
+        for t in range(tgt.shape[1]):
+            state, deep = self._step(embedded[:, t], state, terms, weights)
+            hidden.append(deep)
+        if cache is not None:
+            cache.update(terms, state=state)
+            cache.offset += tgt.shape[1]
+        return self._logits(hidden)
 
-    def _teacher_forced(self, embedded: Tensor, context: Tensor) -> Tensor:
-        """Every position at once: one fused ``nn.GRU`` over ``[E y_{i-1}; c]`` ``(B, T, E + H)``
-        from ``s_0 = tanh(V' c)``, then the deep output → logits ``(B, T, V_tgt)``."""
-        state = torch.tanh(self.bridge(context))  # (B, H)
-        contexts = context.unsqueeze(1).expand(-1, embedded.shape[1], -1)  # (B, T, H)
-        states, _ = self.decoder(torch.cat([embedded, contexts], dim=-1), state.unsqueeze(0).contiguous())
-        return self._logits(states, contexts, embedded)
+    def _step(
+        self, y: Tensor, state: Tensor, terms: dict[str, Tensor], weights: StepWeights
+    ) -> tuple[Tensor, Tensor]:
+        """One decoder step: ``y`` ``E y_{i-1}`` ``(B, E)``, ``state`` ``s_{i-1}`` ``(B, H)`` and
+        the sentence's :meth:`_context_terms` → ``(s_i, the deep output's hidden layer (B, E))``."""
+        state = self._recur(state, y, terms["context_gates"], weights)  # GRU(s_{i-1}, [E y; c])
+        return state, self._deep(state, y, terms["context_output"], weights)
 
     def _context_terms(self, context: Tensor) -> dict[str, Tensor]:
         """What depends on the context vector ``c`` ``(B, H)`` alone, once per sentence: ``s_0``,
-        the ``c`` columns of the GRU's input weights ``W^c c + b_ih`` ``(B, 3H)`` and of the deep
-        output ``W_o^c c + b_o`` ``(B, E)`` (the weights' columns follow ``[E y; c]`` and
-        ``[s; c; E y]``)."""
-        e, h = self.config.embed_dim, self.config.hidden_dim
-        gru, deep = self.decoder, self.deep_output
+        the GRU's ``W^c c + b_ih`` ``(B, 3H)`` and the deep output's ``W_o^c c + b_o`` ``(B, E)``."""
+        w_gates, w_output = self._context_weights()
         return {
             "state": torch.tanh(self.bridge(context)),  # (B, H)
-            "context_gates": F.linear(context, gru.weight_ih_l0[:, e:], gru.bias_ih_l0),  # (B, 3H)
-            "context_output": F.linear(context, deep.weight[:, h : 2 * h], deep.bias),  # (B, E)
+            "context_gates": torch.addmm(self.cell.bias_ih, context, w_gates),  # (B, 3H)
+            "context_output": torch.addmm(self.deep_output.bias, context, w_output),  # (B, E)
         }
-
-    def _steps(self, embedded: Tensor, cache: StateCache) -> Tensor:
-        """One GRU step per position of ``embedded`` ``(B, T, E)`` from the cached state, adding
-        the cached ``c`` terms instead of multiplying ``c`` again → logits ``(B, T, V_tgt)``."""
-        e, h = self.config.embed_dim, self.config.hidden_dim
-        gru, deep = self.decoder, self.deep_output
-        w_gates = gru.weight_ih_l0[:, :e].t()  # (E, 3H): the E y columns of the GRU's W
-        w_state, w_embed = deep.weight[:, :h].t(), deep.weight[:, 2 * h :].t()  # (H, E), (E, E)
-        state, outputs = cache["state"], []
-        for t in range(embedded.shape[1]):
-            y = embedded[:, t]  # E y_{i-1}: (B, E)
-            gates = torch.addmm(cache["context_gates"], y, w_gates)  # W [E y; c] + b_ih: (B, 3H)
-            state = gru_step(gates, state, gru.weight_hh_l0, gru.bias_hh_l0)  # s_i: (B, H)
-            deep_in = torch.addmm(torch.addmm(cache["context_output"], state, w_state), y, w_embed)
-            outputs.append(torch.tanh(deep_in))  # tanh(W_o [s_i; c; E y_{i-1}] + b_o): (B, E)
-        cache["state"], cache.offset = state, cache.offset + embedded.shape[1]
-        return self.output(self._drop(torch.stack(outputs, dim=1)))  # (B, T, V_tgt)
-
-
-@register_model
-class AttentionSeq2Seq(_RNNTranslator):
-    """Bahdanau et al. (2015) with a selectable alignment score (module doc).
-
-    ``encode(src)`` → ``(memory (B, S, 2e), mask (B, S))``; ``decode(..., return_weights=True)``
-    also returns the alignment as a one-layer, one-head list ``[(B, 1, T, S)]``, the layout of
-    :meth:`~attnlab.models.Transformer.decode`'s cross-attention weights.
-    """
-
-    model_type = "attention_seq2seq"
-    config_class = AttentionSeq2SeqConfig
-
-    def __init__(self, config: AttentionSeq2SeqConfig) -> None:
-        memory_dim = 2 * config.encoder_dim
-        super().__init__(config, context_dim=memory_dim)
-        c = config
-        self.encoder = nn.GRU(c.embed_dim, c.encoder_dim, batch_first=True, bidirectional=True)
-        self.bridge = nn.Linear(c.encoder_dim, c.hidden_dim)  # s_0 = tanh(W_s h←_1)
-        self.alignment = Alignment(
-            c.score, c.hidden_dim, memory_dim, c.attention_dim,
-            filters=c.location_filters, kernel_size=c.location_kernel,
-        )
-        self.cell = nn.GRUCell(c.embed_dim + memory_dim, c.hidden_dim)
-
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """``src`` ``(B, S)`` → ``(memory (B, S, 2e), mask (B, S))``; True = real token."""
-        memory, _, mask = self._encode_packed(self.encoder, src)
-        return memory, mask
-
-    def _start(
-        self, memory: Tensor, src_mask: Tensor, cache: StateCache | None
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        """``(state (B, H), prepared keys (B, S, ·), previous alignment (B, S), the alignment's
-        mask (B, S) or None)``: carried in the cache, or fresh at the first step, where the keys
-        ``W_k h_j`` are projected once for every step. A new cache keeps the mask only if some
-        source is padded (else each step runs a plain softmax) and, for few short sources, the
-        projected annotations (:meth:`_project_annotations`)."""
-        if cache is not None and "state" in cache:
-            return cache["state"], cache["keys"], cache["previous"], cache.get("mask")
-        backward_first = memory[:, 0, self.config.encoder_dim :]  # h←_1: (B, e)
-        state = torch.tanh(self.bridge(backward_first))  # (B, H)
-        previous = Alignment.initial(src_mask).to(memory.dtype)  # (B, S)
-        keys = self.alignment.prepare(memory)  # (B, S, ·)
-        if cache is None:
-            return state, keys, previous, src_mask
-        cache["keys"] = keys
-        if not bool(src_mask.all()):
-            cache["mask"] = src_mask
-        if memory.shape[0] * memory.shape[1] <= memory.shape[2]:  # B·S ≤ 2e: smaller than W^c
-            cache["projected"] = self._project_annotations(memory)
-        return state, keys, previous, cache.get("mask")
-
-    def _project_annotations(self, memory: Tensor) -> Tensor:
-        """The context enters the decoder only through the GRU's input weights ``W^c`` and the
-        deep output's ``W_o^c``, and ``W c_i = Σ_j α_ij W h_j`` (eq. 5): ``memory`` ``(B, S, 2e)``
-        → ``[W^c h_j; W_o^c h_j]`` ``(B, S, 3H + E)``, once per sentence. Each step then reads
-        ``S`` such rows instead of the ``(3H + E) × 2e`` weights: cheaper while ``B·S ≤ 2e``."""
-        e, h = self.config.embed_dim, self.config.hidden_dim
-        w_gates = self.cell.weight_ih[:, e:]  # (3H, 2e): the c columns of W [E y; c]
-        w_output = self.deep_output.weight[:, h : h + memory.shape[2]]  # (E, 2e): of W_o [s; c; E y]
-        return torch.cat([F.linear(memory, w_gates), F.linear(memory, w_output)], dim=-1)
-
-    def decode(
-        self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, *,
-        cache: StateCache | None = None, return_weights: bool = False, check: bool = True,
-    ) -> Tensor | tuple[Tensor, list[Tensor]]:
-        """Logits ``(B, T, V_tgt)`` of ``tgt`` ``(B, T)`` attending over ``memory`` ``(B, S, 2e)``;
-        with ``return_weights`` also ``[alignment (B, 1, T, S)]``. With a ``cache``, ``tgt``
-        holds only the new tokens; the state and last alignment are carried over, and the keys
-        and ``src_mask`` are the first step's."""
-        if check:  # False: a decoding loop's later step (docs/design.md, "Validate once")
-            self._check_decode(tgt, memory)
-        if src_mask is None:
-            src_mask = torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
-        state, keys, previous, mask = self._start(memory, src_mask, cache)
-        embedded = self._drop(self.tgt_embed(tgt))  # (B, T, E)
-        if cache is not None and "projected" in cache:
-            steps = self._projected_steps(embedded, cache["projected"], keys, mask, state, previous)
-        else:
-            steps = self._context_steps(embedded, memory, keys, mask, state, previous)
-        logits, weights, state = steps
-        if cache is not None:
-            cache.update(state=state, previous=weights[-1])
-            cache.offset += tgt.shape[1]
-        if not return_weights:
-            return logits
-        return logits, [torch.stack(weights, dim=1).unsqueeze(1)]  # [(B, 1, T, S)]
-
-    def _context_steps(
-        self, embedded: Tensor, memory: Tensor, keys: Tensor, mask: Tensor | None, state: Tensor,
-        previous: Tensor,
-    ) -> tuple[Tensor, list[Tensor], Tensor]:
-        """Eqs. 4-6 for each position of ``embedded`` ``(B, T, E)`` → ``(logits (B, T, V_tgt),
-        T alignments (B, S), last state (B, H))``; the deep output runs once over all ``T``."""
-        states, contexts, weights = [], [], []
-        for t in range(embedded.shape[1]):
-            alpha = self.alignment(state, keys, mask, previous)  # (B, S), eq. 6
-            context = torch.bmm(alpha.unsqueeze(1).to(memory.dtype), memory).squeeze(1)  # (B, 2e), eq. 5
-            state = self.cell(torch.cat([embedded[:, t], context.to(embedded.dtype)], dim=-1), state)
-            states.append(state)
-            contexts.append(context)
-            weights.append(alpha)
-            previous = alpha
-        contexts = torch.stack(contexts, 1).to(embedded.dtype)  # (B, T, 2e)
-        return self._logits(torch.stack(states, 1), contexts, embedded), weights, state
-
-    def _projected_steps(
-        self, embedded: Tensor, projected: Tensor, keys: Tensor, mask: Tensor | None, state: Tensor,
-        previous: Tensor,
-    ) -> tuple[Tensor, list[Tensor], Tensor]:
-        """:meth:`_context_steps` over the projected annotations ``(B, S, 3H + E)``: ``α_i`` pools
-        ``[W^c c_i; W_o^c c_i]`` directly, so ``c_i`` is never formed."""
-        e, h = self.config.embed_dim, self.config.hidden_dim
-        cell, deep = self.cell, self.deep_output
-        w_gates = cell.weight_ih[:, :e].t()  # (E, 3H): the E y columns of W [E y; c]
-        w_state, w_embed = deep.weight[:, :h].t(), deep.weight[:, deep.weight.shape[1] - e :].t()
-        outputs, weights = [], []
-        for t in range(embedded.shape[1]):
-            y = embedded[:, t]  # E y_{i-1}: (B, E)
-            alpha = self.alignment(state, keys, mask, previous)  # (B, S), eq. 6
-            pooled = torch.bmm(alpha.unsqueeze(1), projected).squeeze(1)  # (B, 3H + E), eq. 5
-            gates = torch.addmm(pooled[:, : 3 * h] + cell.bias_ih, y, w_gates)  # W [E y; c_i] + b_ih
-            state = gru_step(gates, state, cell.weight_hh, cell.bias_hh)  # (B, H), eq. 4
-            deep_in = torch.addmm(torch.addmm(pooled[:, 3 * h :] + deep.bias, state, w_state), y, w_embed)
-            outputs.append(torch.tanh(deep_in))  # tanh(W_o [s_i; c_i; E y] + b_o): (B, E)
-            weights.append(alpha)
-            previous = alpha
-        return self.output(self._drop(torch.stack(outputs, dim=1))), weights, state

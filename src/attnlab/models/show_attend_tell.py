@@ -100,7 +100,7 @@ class ShowAttendTell(PretrainedModel):
     no mask); ``decode(tgt, annotations, mask, *, cache, return_weights)`` → logits ``(B, T, V)``
     and, with ``return_weights``, ``[α (B, 1, T, L)]`` (one layer, one head, as
     :meth:`~attnlab.models.AttentionSeq2Seq.decode`; ``[]`` without attention).
-    ``forward(images, tgt_in, return_attention)`` is teacher forcing. Location ``i`` of the
+    ``forward(images, tgt_in, return_weights=...)`` is teacher forcing. Location ``i`` of the
     ``L = h · w`` grid is row ``i // w``, column ``i % w`` (:attr:`grid` is ``(h, w)``), so
     ``alphas.view(B, T, h, w)`` are the attention maps.
     """
@@ -193,14 +193,16 @@ class ShowAttendTell(PretrainedModel):
 
     def decode(
         self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None, *,
-        cache: StateCache | None = None, return_weights: bool = False,
+        cache: StateCache | None = None, return_weights: bool = False, check: bool = True,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """Logits ``(B, T, V)`` of the caption tokens ``tgt`` ``(B, T)`` (``y_{t-1}``, bos
         first) given the annotations ``memory`` ``(B, L, D)``; ``src_mask`` ``(B, L)`` (True =
         a real location) or ``None`` (all real). With ``return_weights`` also ``[α (B, 1, T,
         L)]`` (``[]`` without attention). With a ``cache``, ``tgt`` holds only the new tokens and
-        ``(h, c)`` is carried over; without one, ``(h_0, c_0)`` come from ``ā``."""
-        self._check_decode(tgt, memory, src_mask)
+        ``(h, c)`` is carried over; without one, ``(h_0, c_0)`` come from ``ā``. ``check=False``:
+        the caller made (or checked) ``tgt``, ``memory`` and ``src_mask`` itself."""
+        if check:
+            self._check_decode(tgt, memory, src_mask)
         mean = self.mean_annotation(memory, src_mask)  # (B, D)
         if cache is not None and "h" in cache:
             h, c = cache["h"], cache["c"]  # (B, n) each
@@ -229,21 +231,19 @@ class ShowAttendTell(PretrainedModel):
         return logits, [torch.stack(alphas, dim=1).unsqueeze(1)]  # [(B, 1, T, L)]
 
     def forward(
-        self, images: Tensor, tgt_in: Tensor, return_attention: bool = False
-    ) -> Tensor | tuple[Tensor, Tensor | None]:
+        self, images: Tensor, tgt_in: Tensor, *, return_weights: bool = False
+    ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """Teacher forcing: ``images`` ``(B, C, H, W)``, ``tgt_in`` ``(B, T)`` (bos, y_1, …) →
-        logits ``(B, T, V)``; with ``return_attention`` also ``α`` ``(B, T, L)`` (``None``
-        without attention)."""
+        logits ``(B, T, V)``; with ``return_weights`` also ``[α (B, 1, T, L)]`` as
+        :meth:`decode` (``[]`` without attention; ``weights[0][:, 0]`` are the ``(B, T, L)``
+        maps :meth:`doubly_stochastic_penalty` takes)."""
         memory, mask = self.encode(images)  # (B, L, D), None
-        check_rank("tgt_in", tgt_in, 2, "(B, T) token ids")
+        check_ids("tgt_in", tgt_in, self.config.vocab_size)
         if memory.shape[0] != tgt_in.shape[0]:
             raise ValueError(
                 f"tgt_in has batch size {tgt_in.shape[0]} but images has batch size {memory.shape[0]}"
             )
-        if not return_attention:
-            return self.decode(tgt_in, memory, mask)
-        logits, weights = self.decode(tgt_in, memory, mask, return_weights=True)
-        return logits, (weights[0][:, 0] if weights else None)
+        return self.decode(tgt_in, memory, mask, return_weights=return_weights, check=False)
 
     # ------------------------------------------------------------------ regulariser
     def doubly_stochastic_penalty(self, alphas: Tensor | None, tgt_mask: Tensor | None = None) -> Tensor:

@@ -79,7 +79,8 @@ def caption_loss(
 ) -> tuple[Tensor, Tensor]:
     """``(Σ_words −log p(y_t) + Σ_images λ Σ_i (1 − Σ_t α_ti)², words)``: Xu et al. eq. 14 summed
     over the batch (the trainer divides by the word count)."""
-    logits, alphas = model(batch.images, batch.tgt_in, return_attention=True)  # (B, T, V), (B, T, L)
+    logits, weights = model(batch.images, batch.tgt_in, return_weights=True)  # (B, T, V), [(B, 1, T, L)]
+    alphas = weights[0][:, 0] if weights else None  # (B, T, L); None without attention
     words = batch.tgt_out != pad_id  # (B, T)
     nll = F.cross_entropy(logits.float().transpose(1, 2), batch.tgt_out, ignore_index=pad_id, reduction="sum")
     if penalty and alphas is not None:
