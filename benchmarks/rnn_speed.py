@@ -35,7 +35,7 @@ from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.runtime import keep_freed_memory  # noqa: E402
 from attnlab.tasks import load_recipe  # noqa: E402
-from attnlab.tasks.translation_recipe import TranslationRecipe  # noqa: E402
+from attnlab.tasks.translation.recipe import TranslationRecipe  # noqa: E402
 from attnlab.training import label_smoothed_cross_entropy, make_optimizer  # noqa: E402
 
 RECIPES = {

@@ -49,7 +49,7 @@ from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.models import Transformer  # noqa: E402
 from attnlab.runtime import keep_freed_memory  # noqa: E402
-from attnlab.tasks.translation_recipe import TranslationRecipe  # noqa: E402
+from attnlab.tasks.translation.recipe import TranslationRecipe  # noqa: E402
 from attnlab.training import label_smoothed_cross_entropy, make_optimizer  # noqa: E402
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "multi30k_de_en.toml"

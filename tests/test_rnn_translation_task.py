@@ -13,7 +13,7 @@ from attnlab.cli import main
 from attnlab.data import load_multi30k
 from attnlab.models import AttentionSeq2Seq, RNNSeq2Seq, load_pretrained
 from attnlab.tasks import TranslationTask, load_recipe, task_for_checkpoint
-from attnlab.tasks.translation_recipe import TranslationRecipe
+from attnlab.tasks.translation.recipe import TranslationRecipe
 from trained_toys import RNN_RECIPES, train_rnn_translator
 
 

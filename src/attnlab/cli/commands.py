@@ -119,7 +119,7 @@ def caption(args: argparse.Namespace) -> int:
     the model's channels and size, captioned with the checkpoint recipe's beam settings, one line
     an image; ``--attention PNG`` draws the attention that wrote each word (Xu et al. 2015,
     Figure 3)."""
-    from attnlab.tasks.captioning_recipe import CaptionRecipe
+    from attnlab.tasks.captioning.recipe import CaptionRecipe
     from attnlab.visualize.figure import picture_format
 
     if args.attention:

@@ -41,8 +41,8 @@ from attnlab.generation.beam import beam_need
 from attnlab.memory import Need, sized
 from attnlab.pipelines import CaptioningPipeline, DecodeConfig
 from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
-from attnlab.tasks.caption_boxes import attention_on_digits
-from attnlab.tasks.captioning_recipe import CaptionData, CaptionEval, CaptionRecipe
+from attnlab.tasks.captioning.boxes import attention_on_digits
+from attnlab.tasks.captioning.recipe import CaptionData, CaptionEval, CaptionRecipe
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
 from attnlab.validation import counted
@@ -188,7 +188,7 @@ class CaptioningTask(Task):
         test = self.sets["test"]
         scores, hyps = test_scores(captioner, test, self.recipe, progress=self.recipe.train.progress)
         print(self.format_scores(scores))
-        from attnlab.tasks.caption_pictures import draw_samples_and_mistakes
+        from attnlab.tasks.captioning.pictures import draw_samples_and_mistakes
 
         pictures = draw_samples_and_mistakes(captioner, test, hyps, self.run_dir, self.recipe.eval)
         samples = [{"reference": test.captions[i], "caption": self.tok.decode(hyps[i])}

@@ -1,7 +1,7 @@
 """The Neural Turing Machine's algorithmic tasks as a training task (Graves, Wayne & Danihelka
 2014, §4; Ba (CSC413 Lecture 8), "Neural Turing Machines").
 
-A recipe (:mod:`attnlab.tasks.algorithmic_recipe`) names the task
+A recipe (:mod:`attnlab.tasks.algorithmic.recipe`) names the task
 (copy, repeat copy, associative recall, priority sort), the model (``ntm`` or the
 ``sequence_lstm`` baseline) and the training range. Training draws an endless, seeded stream of
 episodes (:mod:`attnlab.data.algorithmic`) at random lengths in that range; each step's loss is
@@ -34,7 +34,7 @@ from attnlab.devices import model_device, to_device
 from attnlab.generation.state import inference
 from attnlab.memory import Need, sized
 from attnlab.models import load_pretrained
-from attnlab.tasks.algorithmic_recipe import AlgorithmicData, AlgorithmicRecipe
+from attnlab.tasks.algorithmic.recipe import AlgorithmicData, AlgorithmicRecipe
 from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss

@@ -8,7 +8,7 @@ the text trains, the rest validates; training batches are random contiguous wind
 gradient clipping (the :class:`~attnlab.training.Trainer`).
 
 A recipe (``configs/shakespeare_char.toml``) maps 1:1 onto :class:`LMRecipe`
-(:mod:`attnlab.tasks.lm_recipe`); its ``[model] type`` picks the model: a GPT by default, or
+(:mod:`attnlab.tasks.language_model.recipe`); its ``[model] type`` picks the model: a GPT by default, or
 the recurrent ``lstm`` / ``lstmn`` of Cheng et al. (2016), trained the same way.
 
 The final ``val_loss`` in ``results.json`` (and ``attnlab evaluate``) covers the whole
@@ -36,7 +36,7 @@ from attnlab.evaluation import perplexity
 from attnlab.memory import Need, sized
 from attnlab.pipelines import LanguageModelPipeline
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
-from attnlab.tasks.lm_recipe import LMData, LMRecipe
+from attnlab.tasks.language_model.recipe import LMData, LMRecipe
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
 from attnlab.validation import counted

@@ -41,7 +41,7 @@ from attnlab.generation.beam import beam_need
 from attnlab.memory import Need
 from attnlab.pipelines import DecodeConfig, TranslationPipeline
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
-from attnlab.tasks.translation_recipe import TranslationRecipe
+from attnlab.tasks.translation.recipe import TranslationRecipe
 from attnlab.training import (
     TrainConfig,
     TrainResult,
