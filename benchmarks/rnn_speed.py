@@ -55,9 +55,8 @@ def batches_and_models(count: int) -> tuple[list, dict[str, nn.Module]]:
     for name, file in RECIPES.items():
         recipe = TranslationRecipe.from_dict(load_recipe(ROOT / "configs" / file))
         torch.manual_seed(0)
-        models[name] = recipe.model.build_model(
-            src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, pad_id=tgt_tok.pad_id
-        )
+        models[name] = recipe.model.build_model(src_vocab_size=src_tok.vocab_size,
+                                                tgt_vocab_size=tgt_tok.vocab_size)
     return batches, models
 
 

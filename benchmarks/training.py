@@ -138,9 +138,7 @@ def load_batches(count: int):
     data = TranslationDataset.from_pairs(pairs, src_tok, tgt_tok, max_len=recipe.data.max_len)
     sampler = TokenBatchSampler(data.lengths, recipe.data.max_tokens, seed=0)
     batches = [data.collate([data[i] for i in idx]) for idx in itertools.islice(sampler, count)]
-    config = recipe.model.build(
-        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, pad_id=tgt_tok.pad_id
-    )
+    config = recipe.model.resolve(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size)
     return config, batches
 
 

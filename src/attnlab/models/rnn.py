@@ -187,7 +187,7 @@ class _RNNTranslator(PretrainedModel):
         return self.decode(tgt_in, memory, src_mask)
 
 
-@register_model
+@register_model(task="translation")
 class RNNSeq2Seq(_RNNTranslator):
     """Cho et al. (2014): the whole source squeezed into one context vector (module doc).
 
@@ -267,7 +267,7 @@ class RNNSeq2Seq(_RNNTranslator):
         return self.output(self._drop(torch.stack(outputs, dim=1)))  # (B, T, V_tgt)
 
 
-@register_model
+@register_model(task="translation")
 class AttentionSeq2Seq(_RNNTranslator):
     """Bahdanau et al. (2015) with a selectable alignment score (module doc).
 

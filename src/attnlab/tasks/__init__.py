@@ -16,6 +16,9 @@ and one package a task, each its ``task.py`` and ``recipe.py``:
 * :mod:`~attnlab.tasks.captioning` — Show, Attend and Tell on scenes of handwritten digits
   (:class:`CaptioningTask`), with ``boxes.py`` (attention on the named digit) and
   ``pictures.py``
+* :mod:`~attnlab.tasks.classification` — a GPT classifier, Shakespeare against King James
+  (:class:`ClassificationTask`), fine-tuned from a pretrained GPT (``[model] init_from``) or
+  from scratch, with ``transfer.py`` (both, compared: ``attnlab finetune``)
 
 The command line that drives them is :mod:`attnlab.cli`.
 """
@@ -37,6 +40,7 @@ from attnlab.tasks.base import (
     train,
 )
 from attnlab.tasks.captioning import CaptioningTask, CaptionRecipe
+from attnlab.tasks.classification import ClassificationRecipe, ClassificationTask, compare_transfer
 from attnlab.tasks.language_model import LanguageModelTask, LMRecipe
 from attnlab.tasks.recipe import ModelTable, Recipe, fit_warmup
 from attnlab.tasks.translation import TranslationRecipe, TranslationTask
@@ -46,6 +50,8 @@ __all__ = [
     "AlgorithmicTask",
     "CaptionRecipe",
     "CaptioningTask",
+    "ClassificationRecipe",
+    "ClassificationTask",
     "TASKS",
     "EvaluateRequest",
     "LMRecipe",
@@ -55,6 +61,7 @@ __all__ = [
     "Task",
     "TranslationRecipe",
     "TranslationTask",
+    "compare_transfer",
     "load_recipe",
     "register_task",
     "task_class",

@@ -141,8 +141,7 @@ class AlgorithmicTask(Task):
         self.val_batches = fixed_episodes(d, self.recipe.eval.val_sequences, d.seed + 10_000)
 
     def build_model(self) -> nn.Module:
-        input_dim, output_dim = task_dims(self.recipe.data.task, self.recipe.data.bits)
-        return self.recipe.model.build_model(input_dim=input_dim, output_dim=output_dim)
+        return self.recipe.model.build_model()
 
     def describe(self, model: nn.Module) -> str:
         d = self.recipe.data
@@ -167,8 +166,8 @@ class AlgorithmicTask(Task):
         needs = [*super().memory_needs(), val, max(train, test, key=lambda need: need.nbytes)]
         if model.type == "ntm":
             needs.append(sized("the NTM's memory", {
-                "data.batch_size": d.batch_size, "model.memory_size": model.memory_size,
-                "model.memory_width": model.memory_width}, 4))
+                "data.batch_size": d.batch_size, "model.memory_size": model.settings["memory_size"],
+                "model.memory_width": model.settings["memory_width"]}, 4))
         return needs
 
     def train_data(self) -> Callable[[int], Iterator[Episode]]:

@@ -35,7 +35,7 @@ from attnlab.checkpoint import ExtraFiles, resolve_resume
 from attnlab.data.caption_set import CaptionBatch, CaptionSet
 from attnlab.data.image_captions import write_scene_folder
 from attnlab.data.scenes import make_scenes
-from attnlab.data.tokenizers import SPECIAL_TOKENS, TOKENIZER_FILE, WordTokenizer, load_tokenizer
+from attnlab.data.tokenizers import SMALLEST_VOCABULARY, TOKENIZER_FILE, WordTokenizer, load_tokenizer
 from attnlab.evaluation import bleu
 from attnlab.generation.beam import beam_need
 from attnlab.memory import Need, sized
@@ -140,19 +140,17 @@ class CaptioningTask(Task):
         else:
             images, batch = {"splits": len(SPLIT_FOLDERS)}, 1
         pixels = {"data.size²": d.size**2}
-        first = {"data.batch_size": batch, "model.conv_channels[0]": self.recipe.model.conv_channels[0]}
+        channels = self.recipe.model.settings["conv_channels"][0]
+        first = {"data.batch_size": batch, "model.conv_channels[0]": channels}
         return [
-            self.recipe.model.training_need(vocab_size=len(SPECIAL_TOKENS) + 1),
+            self.recipe.model.training_need(),
             sized("the images", {**images, "data.channels": d.channels, **pixels}, 4, host=True),
             sized("the first convolution's output", {**first, **pixels}, 4),
-            beam_need(1, ev.beam_size, len(SPECIAL_TOKENS) + 1, 1, name="eval.beam_size"),
+            beam_need(1, ev.beam_size, SMALLEST_VOCABULARY, 1, name="eval.beam_size"),
         ]
 
     def build_model(self) -> nn.Module:
-        d = self.recipe.data
-        return self.recipe.model.build_model(
-            vocab_size=self.tok.vocab_size, pad_id=self.tok.pad_id, in_channels=d.channels, image_size=d.size
-        )
+        return self.recipe.model.build_model(vocab_size=self.tok.vocab_size)
 
     def describe(self, model: nn.Module) -> str:
         kind = "soft attention" if model.config.attention else "no attention (mean feature)"
