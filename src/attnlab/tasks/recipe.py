@@ -135,14 +135,15 @@ class ModelTable(Generic[C]):
     def __init__(
         self, task: str, table: Mapping[str, Any], *, fixed: Mapping[str, Any] | None = None,
         pending: Mapping[str, Any] | None = None,
-        start: Callable[[str], Mapping[str, Any] | None] | None = None,
+        start: Callable[[str], Mapping[str, Any]] | None = None,
     ):
         if not isinstance(table, Mapping):
             raise ValueError(f"[model] must be a table, got {table!r}")
         table = dict(table)
         self.named_type = "type" in table  # saved back only when the recipe named it
-        self.type = table.pop("type", None) or (task_models(task) or ("",))[0]
-        check_choice("[model] type", self.type, task_models(task))
+        choices = task_models(task)
+        self.type = table.pop("type") if self.named_type else (choices or ("",))[0]
+        check_choice("[model] type", self.type, choices)
         self.init_from: str | None = table.pop("init_from", None)
         self.model_class = MODEL_TYPES[self.type]
         self.config_class: type[C] = self.model_class.config_class
@@ -160,7 +161,7 @@ class ModelTable(Generic[C]):
         """Every config field the recipe decides, by name (nested configs as tables), defaults
         included; the pending fields are not here."""
 
-    def _start(self, start: Callable[[str], Mapping[str, Any] | None] | None) -> dict[str, Any]:
+    def _start(self, start: Callable[[str], Mapping[str, Any]] | None) -> dict[str, Any]:
         """The fields the ``init_from`` checkpoint decides (``{}`` without one), after refusing a
         table field that disagrees with them."""
         if self.init_from is None:
