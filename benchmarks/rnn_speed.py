@@ -35,7 +35,7 @@ from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.runtime import keep_freed_memory  # noqa: E402
 from attnlab.tasks import load_recipe  # noqa: E402
-from attnlab.tasks.translation_recipe import TranslationRecipe  # noqa: E402
+from attnlab.tasks.translation.recipe import TranslationRecipe  # noqa: E402
 from attnlab.training import label_smoothed_cross_entropy, make_optimizer  # noqa: E402
 
 RECIPES = {
@@ -55,9 +55,8 @@ def batches_and_models(count: int) -> tuple[list, dict[str, nn.Module]]:
     for name, file in RECIPES.items():
         recipe = TranslationRecipe.from_dict(load_recipe(ROOT / "configs" / file))
         torch.manual_seed(0)
-        models[name] = recipe.model.build_model(
-            src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, pad_id=tgt_tok.pad_id
-        )
+        models[name] = recipe.model.build_model(src_vocab_size=src_tok.vocab_size,
+                                                tgt_vocab_size=tgt_tok.vocab_size)
     return batches, models
 
 

@@ -49,7 +49,7 @@ from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.models import Transformer  # noqa: E402
 from attnlab.runtime import keep_freed_memory  # noqa: E402
-from attnlab.tasks.translation_recipe import TranslationRecipe  # noqa: E402
+from attnlab.tasks.translation.recipe import TranslationRecipe  # noqa: E402
 from attnlab.training import label_smoothed_cross_entropy, make_optimizer  # noqa: E402
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "multi30k_de_en.toml"
@@ -138,9 +138,7 @@ def load_batches(count: int):
     data = TranslationDataset.from_pairs(pairs, src_tok, tgt_tok, max_len=recipe.data.max_len)
     sampler = TokenBatchSampler(data.lengths, recipe.data.max_tokens, seed=0)
     batches = [data.collate([data[i] for i in idx]) for idx in itertools.islice(sampler, count)]
-    config = recipe.model.build(
-        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, pad_id=tgt_tok.pad_id
-    )
+    config = recipe.model.resolve(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size)
     return config, batches
 
 

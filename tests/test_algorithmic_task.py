@@ -13,7 +13,7 @@ from torch import nn
 
 from attnlab.cli import main
 from attnlab.tasks.algorithmic import bit_errors, fixed_episodes, sequence_cost, train_episodes
-from attnlab.tasks.algorithmic_recipe import AlgorithmicData, AlgorithmicRecipe
+from attnlab.tasks.algorithmic.recipe import AlgorithmicData, AlgorithmicRecipe
 from trained_toys import NTM_TABLE
 from trained_toys import train_algorithmic as train
 

@@ -17,9 +17,9 @@ from attnlab.cli.commands import caption as caption_command
 from attnlab.data import make_scenes
 from attnlab.data.scenes import caption, caption_digits
 from attnlab.tasks import EvaluateRequest, train
-from attnlab.tasks.caption_boxes import box_share, word_boxes
 from attnlab.tasks.captioning import CaptioningTask
-from attnlab.tasks.captioning_recipe import CaptionRecipe
+from attnlab.tasks.captioning.boxes import box_share, word_boxes
+from attnlab.tasks.captioning.recipe import CaptionRecipe
 from trained_toys import CAPTION_SCENES, requires_mnist, train_captioner
 from trained_toys import caption_recipe as recipe
 

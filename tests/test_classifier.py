@@ -1,4 +1,5 @@
-"""GPTForSequenceClassification and the fine-tune-vs-scratch runner (GPT-1 transfer, Ba (CSC413 Lecture 8)).
+"""GPTForSequenceClassification and the classification task, fine-tuned from a pretrained GPT
+(``[model] init_from``) and from scratch by the one driver (GPT-1 transfer, Ba (CSC413 Lecture 8)).
 
 References: padding invariance and a float64 recomputation for pooling; GPT-1 eq. 5 rebuilt
 from the plain LM logits row by row; a binomial bound for "better than chance"; the saved
@@ -7,6 +8,7 @@ checkpoints themselves for "fine-tuning changed body and head".
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -16,11 +18,12 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.checkpoint import latest_checkpoint
-from attnlab.cli import build_parser
-from attnlab.data import kjv
+from attnlab.cli import build_parser, main
+from attnlab.data import classification, kjv
 from attnlab.data.classification import (
     ShakespeareKJVConfig,
     encode_examples,
+    load_shakespeare_vs_kjv,
     pad_batch,
     shakespeare_vs_kjv,
 )
@@ -29,16 +32,15 @@ from attnlab.models import GPTConfig, TransformerConfig
 from attnlab.models.classifier import GPTClassifierConfig, GPTForSequenceClassification
 from attnlab.models.gpt import GPT
 from attnlab.models.transformer import Transformer
-from attnlab.tasks.finetune import (
-    FinetuneConfig,
-    FinetuneRecipe,
-    accuracy,
-    run_finetune,
-)
+from attnlab.tasks import load_recipe, train
+from attnlab.tasks.classification import ClassificationRecipe, accuracy, compare_transfer
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHAKESPEARE = Path(os.environ.get("ATTNLAB_DATA") or SHARED_DATA) / "tinyshakespeare" / "input.txt"
+RECIPE = Path(__file__).resolve().parents[1] / "configs" / "shakespeare_vs_kjv.toml"
 TINY = {"block_size": 64, "d_model": 32, "num_heads": 2, "num_layers": 2}
+# The recipe's [model.gpt] made the tiny GPT's (a checkpoint's config must agree with it).
+TINY_BODY = [f"model.gpt.{k}={v}" for k, v in TINY.items()] + ["model.gpt.bias=true"]
 
 
 def tiny_classifier(pooling: str = "last", seed: int = 0) -> GPTForSequenceClassification:
@@ -149,8 +151,8 @@ def test_checkpoints_roundtrip_and_wrong_kinds(tmp_path):
                                   num_decoder_layers=1)).save_pretrained(tmp_path / "mt")
     with pytest.raises(ValueError, match="model_type 'transformer'.* needs a 'gpt' checkpoint"):
         GPTForSequenceClassification.from_pretrained(tmp_path / "mt", 2)
-    with pytest.raises(ValueError, match="model_type 'transformer'"):
-        run_finetune(tmp_path / "mt", log=lambda _: None)
+    with pytest.raises(ValueError, match="init_from .*mt has model_type 'transformer'; a classifier's body"):
+        compare_transfer(load_recipe(RECIPE), tmp_path / "mt", out_dir=tmp_path / "out")
 
 
 # ---------------------------------------------------------------- end to end, real data
@@ -189,14 +191,20 @@ def pretrained(tmp_path_factory):
     tok = pretrain_tiny_gpt(text, root)
     verses = kjv.load_kjv_verses()[::4]
     data = shakespeare_vs_kjv(text, verses, ShakespeareKJVConfig(per_class=300), chars=tok.chars)
-    return root / "gpt", data
+    return root / "gpt", data, verses
 
 
-def test_finetune_vs_scratch_end_to_end(pretrained, tmp_path):
-    checkpoint, data = pretrained
-    cfg = FinetuneConfig(steps=60, batch_size=32, lr=2e-3, warmup=5, eval_every=30)
-    report = run_finetune(checkpoint, FinetuneRecipe(finetune=cfg), data=data, out_dir=tmp_path,
-                          log=lambda _: None)
+def test_finetune_vs_scratch_end_to_end(pretrained, tmp_path, capsys, monkeypatch):
+    """``attnlab finetune``: the recipe trained by the one driver from the checkpoint and from
+    scratch; the pretrained start wins beyond noise, and each arm is a run of its own."""
+    checkpoint, data, verses = pretrained
+    monkeypatch.setattr(classification, "load_kjv_verses", lambda sword_dir=None: verses)  # a quarter
+    overrides = [*TINY_BODY, "data.per_class=300", "train.max_steps=60", "optim.lr=2e-3", "optim.warmup=5",
+                 "train.eval_every=30", "train.progress=false"]
+    assert main(["finetune", "--checkpoint", str(checkpoint), "--config", str(RECIPE), "--out", str(tmp_path),
+                 *overrides]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((tmp_path / "report.json").read_text())
     n_test = report["sizes"]["test"]
     assert n_test == len(data.test) == 120 and report["chance"] == 0.5
     above_chance = 0.5 + 3 * math.sqrt(0.25 / n_test)  # 3 σ of a coin flip
@@ -204,7 +212,13 @@ def test_finetune_vs_scratch_end_to_end(pretrained, tmp_path):
     gap = report["pretrained"]["test_accuracy"] - report["scratch"]["test_accuracy"]
     assert gap > 3 * math.sqrt(2 * 0.25 / n_test), report  # a head start beyond noise
     assert report["pretrained"]["steps"] == report["scratch"]["steps"] == 60
-    assert (tmp_path / "report.json").is_file()
+    assert report["pretrained"]["init_from"] == str(checkpoint) and report["scratch"]["init_from"] is None
+    assert f"pretrained: test accuracy {report['pretrained']['test_accuracy']:.4f}" in printed
+    for arm in ("pretrained", "scratch"):  # each arm is an ordinary run: recipe, metrics, checkpoints
+        saved = json.loads((latest_checkpoint(tmp_path / arm) / "recipe.json").read_text())
+        assert saved["task"] == "classification"
+        assert saved["model"].get("init_from") == report[arm]["init_from"]
+        assert (tmp_path / arm / "metrics.jsonl").is_file() and (tmp_path / arm / "best").is_dir()
 
     # The saved fine-tuned classifier: body moved away from the pretrained GPT, head trained.
     tuned = GPTForSequenceClassification.from_pretrained(latest_checkpoint(tmp_path / "pretrained"))
@@ -216,6 +230,27 @@ def test_finetune_vs_scratch_end_to_end(pretrained, tmp_path):
     tok = CharTokenizer.load(latest_checkpoint(tmp_path / "pretrained"))  # saved with it
     test = encode_examples(data.test, tok, tuned.config.gpt.block_size)
     assert accuracy(tuned, test) == report["pretrained"]["test_accuracy"]
+    assert main(["evaluate", str(latest_checkpoint(tmp_path / "pretrained"))]) == 0  # found by its model type
+    scored = f"test: accuracy {report['pretrained']['test_accuracy']:.4f} of 120 examples"
+    assert scored in capsys.readouterr().out
+
+
+def test_a_pretrained_body_must_agree_with_the_recipe_and_only_a_classifier_takes_one(pretrained, tmp_path):
+    checkpoint, _, _ = pretrained
+    raw = load_recipe(RECIPE, [*TINY_BODY, f"model.init_from={json.dumps(str(checkpoint))}"])
+    recipe = ClassificationRecipe.from_dict(raw)
+    assert recipe.model.pending == {}  # the checkpoint decides the vocabulary
+    assert recipe.model.fixed["gpt.vocab_size"] == GPT.from_pretrained(checkpoint).config.vocab_size
+    raw["model"]["gpt"]["d_model"] = 64
+    with pytest.raises(ValueError, match=r"\[model\] gpt.d_model = 64 but init_from .* has gpt.d_model = 32"):
+        ClassificationRecipe.from_dict(raw)
+    lm = load_recipe(Path(__file__).resolve().parents[1] / "configs" / "shakespeare_char.toml",
+                     [f"model.init_from={json.dumps(str(checkpoint))}"])
+    with pytest.raises(ValueError, match="unknown key 'init_from' in \\[model\\]"):
+        train(lm, run_dir=tmp_path / "lm")
+    with pytest.raises(ValueError, match="the recipe sets model.init_from"):  # both arms would be one
+        compare_transfer(raw, checkpoint, out_dir=tmp_path / "both")
+    assert not (tmp_path / "lm").exists()
 
 
 def test_from_config_builds_fresh_same_size_model():
@@ -237,26 +272,29 @@ def test_pretraining_beats_scratch_beyond_noise(tmp_path):
         kjv.find_kjv_module()
     except FileNotFoundError:
         pytest.skip("sword-text-kjv is not installed: run `make data-kjv` (as root)")
-    text = SHAKESPEARE.read_text(encoding="utf-8")
-    tok = pretrain_tiny_gpt(text, tmp_path, steps=600)
-    data = shakespeare_vs_kjv(text, kjv.load_kjv_verses(), ShakespeareKJVConfig(per_class=1000),
-                              chars=tok.chars)
-    cfg = FinetuneConfig(steps=50, batch_size=32, lr=2e-3, warmup=5, eval_every=0)
-    report = run_finetune(tmp_path / "gpt", FinetuneRecipe(finetune=cfg), data=data,
-                          log=lambda _: None)
+    tok = pretrain_tiny_gpt(SHAKESPEARE.read_text(encoding="utf-8"), tmp_path, steps=600)
+    data = load_shakespeare_vs_kjv(ShakespeareKJVConfig(per_class=1000), chars=tok.chars)
+    overrides = [*TINY_BODY, "data.per_class=1000", "train.max_steps=50", "optim.lr=2e-3", "optim.warmup=5",
+                 "train.eval_every=0", "train.progress=false"]
+    report = compare_transfer(load_recipe(RECIPE, overrides), tmp_path / "gpt", out_dir=tmp_path / "kjv")
     n = report["sizes"]["test"]
+    assert n == len(data.test)
     gap = report["pretrained"]["test_accuracy"] - report["scratch"]["test_accuracy"]
     assert gap > 3 * math.sqrt(2 * 0.25 / n), report
 
 
 def test_recipe_file_maps_onto_configs_and_cli_parses():
-    recipe_file = Path(__file__).resolve().parents[1] / "configs" / "shakespeare_vs_kjv.toml"
-    recipe = FinetuneRecipe.from_file(recipe_file, ["finetune.steps=70", "data.seed=2"])
-    assert recipe.finetune.steps == 70 and recipe.data.seed == 2
-    assert recipe.finetune.lm_weight == 0.5  # GPT-1's λ
-    with pytest.raises(ValueError, match="unknown key 'stpes'.*did you mean 'steps'"):
-        FinetuneRecipe.from_file(recipe_file, ["finetune.stpes=7"])
+    recipe = ClassificationRecipe.from_dict(load_recipe(RECIPE, ["train.max_steps=70", "data.seed=2"]))
+    assert recipe.train.max_steps == 70 and recipe.data.seed == 2
+    assert recipe.optim.lm_weight == 0.5  # GPT-1's λ
+    assert recipe.model.init_from is None and recipe.model.settings["gpt"]["d_model"] == 192  # scratch
+    with pytest.raises(ValueError, match="unknown key 'max_stpes'.*did you mean 'max_steps'"):
+        ClassificationRecipe.from_dict(load_recipe(RECIPE, ["train.max_stpes=7"]))
+    with pytest.raises(ValueError, match="unknown key 'd_modle' in \\[model\\].gpt; did you mean 'd_model'"):
+        ClassificationRecipe.from_dict(load_recipe(RECIPE, ["model.gpt.d_modle=7"]))
+    with pytest.raises(ValueError, match="\\[model\\] key 'gpt.vocab_size' is set from the data"):
+        ClassificationRecipe.from_dict(load_recipe(RECIPE, ["model.gpt.vocab_size=7"]))
     args = build_parser().parse_args(["finetune", "--checkpoint", "ck", "--config", "c.toml",
-                                      "finetune.steps=3", "--out", "o"])
+                                      "train.max_steps=3", "--out", "o"])
     assert (args.checkpoint, args.config, args.overrides, args.out) == (
-        "ck", "c.toml", ["finetune.steps=3"], "o")
+        "ck", "c.toml", ["train.max_steps=3"], "o")

@@ -38,7 +38,8 @@ def test_parsing_imports_no_subcommand_and_no_heavy_library():
     heavy = ("torch", "numpy", "matplotlib", "tokenizers", "safetensors", "starlette", "uvicorn", "PIL",
              "tqdm", "attnlab.models", "attnlab.pipelines", "attnlab.tasks", "attnlab.cli.commands",
              "attnlab.cli.explorer", "attnlab.cli.labs", "attnlab.explorer.models", "attnlab.explorer.app")
-    argvs = [["serve"], ["lab", "heads"], ["translate", "c"], ["demo"], ["finetune", "--checkpoint", "c"]]
+    argvs = [["serve"], ["lab", "heads"], ["translate", "c"], ["demo"],
+             ["finetune", "--checkpoint", "c", "--config", "r.toml"]]
     code = ("import sys; from attnlab.cli import build_parser, parse_args; parser = build_parser(); "
             f"[parse_args(parser, argv) for argv in {argvs!r}]; "
             f"print([m for m in {heavy!r} if m in sys.modules])")
@@ -92,7 +93,8 @@ def test_numeric_options_are_range_checked(argv, message, capsys):
 @pytest.mark.parametrize("argv", [
     ["train", "--config", "X", "train.max_steps=30", "--run-dir", "ov", "train.progress=false"],
     ["train", "train.max_steps=30", "--config", "X", "train.progress=false", "--run-dir", "ov"],
-    ["finetune", "--checkpoint", "ck", "train.max_steps=30", "--out", "ov", "train.progress=false"],
+    ["finetune", "--checkpoint", "ck", "train.max_steps=30", "--out", "ov", "--config", "X",
+     "train.progress=false"],
 ])
 def test_overrides_may_stand_anywhere_among_the_options(argv):
     args = parse_args(build_parser(), argv)

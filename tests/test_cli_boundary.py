@@ -141,7 +141,7 @@ def test_evaluate_help_names_the_splits_each_task_has(capsys):
 def test_decoding_a_test_set_shows_a_progress_bar_when_the_recipe_asks(toys, tmp_path, monkeypatch, capsys):
     import shutil
 
-    import attnlab.tasks.translation as translation
+    import attnlab.tasks.translation.task as translation
 
     pairs = [("Ein Hund läuft über die Wiese.", "A dog runs across the grass.")] * 6
     monkeypatch.setattr(translation, "load_multi30k", lambda *args, **kw: pairs)

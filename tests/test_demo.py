@@ -13,7 +13,7 @@ import pytest
 from attnlab.cli import build_parser
 from attnlab.labs.demo import DEMO_RECIPE, find_recipe, run_pooling_demo
 from attnlab.tasks import load_recipe
-from attnlab.tasks.translation_recipe import TranslationRecipe
+from attnlab.tasks.translation.recipe import TranslationRecipe
 
 ROOT = Path(__file__).resolve().parents[1]
 MULTI30K = Path(os.environ.get("ATTNLAB_DATA", ROOT.parent / "shared" / "data")) / "multi30k"

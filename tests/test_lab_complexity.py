@@ -1,4 +1,4 @@
-"""The complexity lab (attnlab.labs.complexity*): its measuring tools against known answers, the
+"""The complexity lab (attnlab.labs.complexity): its measuring tools against known answers, the
 decks' orders as exact exponents of counted FLOPs and measured memory, the KV cache, the
 translators' training FLOPs against FlopCounterMode, and the quick lab end to end.
 
@@ -17,8 +17,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from attnlab.analysis import attention_cost, attention_memory, convolution_path_length, layer_complexity
-from attnlab.labs.complexity_decoding import decoding_model, measure_decoding
-from attnlab.labs.complexity_measure import (
+from attnlab.labs.complexity.decoding import decoding_model, measure_decoding
+from attnlab.labs.complexity.measure import (
     activation_bytes,
     build_layers,
     count_flops,
@@ -196,7 +196,7 @@ def _translator_run(tmp_path):
 def test_translator_training_flops_equal_counted_training_steps(tmp_path, monkeypatch) -> None:
     """FLOPs per target token over the run's pairs = FlopCounterMode of a training step on each
     pair alone (forward + backward), summed, over its target tokens."""
-    from attnlab.labs.complexity_translator import translator_costs
+    from attnlab.labs.complexity.translator import translator_costs
 
     run, model, tok, pairs = _translator_run(tmp_path)
     monkeypatch.chdir(tmp_path)  # the default runs are looked for here: runs/multi30k_de_en
@@ -218,7 +218,7 @@ def test_translator_training_flops_equal_counted_training_steps(tmp_path, monkey
 
 
 def test_translator_rows_say_which_command_fills_them(tmp_path, monkeypatch) -> None:
-    from attnlab.labs.complexity_translator import translator_costs
+    from attnlab.labs.complexity.translator import translator_costs
 
     monkeypatch.chdir(tmp_path)
     costs, notes = translator_costs(LabOptions())

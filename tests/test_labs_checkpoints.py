@@ -301,7 +301,7 @@ def ntm_run(tmp_path_factory):
 def test_memory_lab_numbers_equal_a_recomputation_from_the_trace(ntm_run, tmp_path):
     from attnlab.models import load_pretrained
     from attnlab.tasks.algorithmic import fixed_episodes
-    from attnlab.tasks.algorithmic_recipe import AlgorithmicRecipe
+    from attnlab.tasks.algorithmic.recipe import AlgorithmicRecipe
     from attnlab.tasks.base import saved_recipe
 
     report = run_lab("memory", tmp_path, quick(ntm_run))
@@ -358,8 +358,8 @@ def test_box_attention_by_digit_count_splits_the_overall_measure(captioner_run):
     from attnlab.labs.captions import by_digit_count, load_test_scenes
     from attnlab.pipelines import CaptioningPipeline
     from attnlab.tasks.base import saved_recipe
-    from attnlab.tasks.caption_boxes import attention_on_digits
-    from attnlab.tasks.captioning_recipe import CaptionRecipe
+    from attnlab.tasks.captioning.boxes import attention_on_digits
+    from attnlab.tasks.captioning.recipe import CaptionRecipe
 
     checkpoint = captioner_run / "final"
     captioner = CaptioningPipeline.from_checkpoint(checkpoint)

@@ -153,13 +153,13 @@ def test_nanogpt_cpu_recipe_keeps_every_setting_of_nanogpts_run() -> None:
     from attnlab.tasks import load_recipe
 
     r = LMRecipe.from_dict(load_recipe(CONFIG))
-    m, o, t, d = r.model, r.optim, r.train, r.data
-    assert (m.num_layers, m.num_heads, m.d_model, m.dropout, m.bias) == (4, 4, 128, 0.0, False)
+    m, o, t, d = r.model.settings, r.optim, r.train, r.data
+    assert (m["num_layers"], m["num_heads"], m["d_model"], m["dropout"], m["bias"]) == (4, 4, 128, 0.0, False)
     assert (d.block_size, d.batch_size, d.tokenizer, d.train_fraction) == (64, 12, "char", 0.9)
     assert (t.max_steps, t.clip_norm, t.bf16) == (2000, 1.0, True)
     assert (o.lr, o.min_lr, o.warmup, o.decay_steps) == (1e-3, 1e-4, 100, 2000)
     assert (o.weight_decay, o.decay_embeddings, list(o.betas)) == (0.1, True, [0.9, 0.99])
-    assert m.tie_output and m.positional == "rope"  # attnlab's choices: positions, precision
+    assert m["tie_output"] and m["positional"] == "rope"  # attnlab's choices: positions, precision
 
 
 def _losses(run_dir: Path) -> dict[int, float]:

@@ -13,7 +13,7 @@ from attnlab.cli import main
 from attnlab.data import load_multi30k
 from attnlab.models import AttentionSeq2Seq, RNNSeq2Seq, load_pretrained
 from attnlab.tasks import TranslationTask, load_recipe, task_for_checkpoint
-from attnlab.tasks.translation_recipe import TranslationRecipe
+from attnlab.tasks.translation.recipe import TranslationRecipe
 from trained_toys import RNN_RECIPES, train_rnn_translator
 
 
@@ -74,7 +74,7 @@ def test_the_model_type_is_checked_with_the_recipe():
     with pytest.raises(ValueError, match="unknown key 'num_heads' in \\[model\\]"):
         TranslationRecipe.from_dict({**raw, "model": {**raw["model"], "num_heads": 4}})
     recipe = TranslationRecipe.from_dict(raw)
-    assert recipe.model.type == "attention_seq2seq" and recipe.model.score == "additive"
+    assert recipe.model.type == "attention_seq2seq" and recipe.model.settings["score"] == "additive"
     assert recipe.to_dict()["model"]["type"] == "attention_seq2seq"
     assert recipe.settings()["model.type"] == "attention_seq2seq"
 

@@ -17,7 +17,8 @@ import torch
 
 from attnlab.cli import main
 from attnlab.labs import demo
-from attnlab.tasks.finetune import run_finetune
+from attnlab.tasks import load_recipe
+from attnlab.tasks.classification import compare_transfer
 from attnlab.training import TrainConfig, Trainer
 from attnlab.training.run_dir import RunLock, command_line, writing_run
 from trained_toys import requires_mnist
@@ -282,7 +283,6 @@ def test_the_demo_replaces_its_own_earlier_run_and_nothing_else(tmp_path, monkey
     recipe.write_text(NTM.read_text())
     monkeypatch.setattr(demo, "find_recipe", lambda: recipe)
     from attnlab.config import apply_overrides
-    from attnlab.tasks import load_recipe
 
     monkeypatch.setattr("attnlab.tasks.load_recipe", lambda path: apply_overrides(load_recipe(path), TINY))
     mine = tmp_path / "mine"
@@ -300,5 +300,6 @@ def test_the_demo_replaces_its_own_earlier_run_and_nothing_else(tmp_path, monkey
 def test_finetune_refuses_an_out_directory_that_is_not_empty_before_reading_anything(tmp_path):
     (tmp_path / "report.json").write_text("{}")
     with pytest.raises(ValueError, match=f"run directory {tmp_path} is not empty .*another --out"):
-        run_finetune(tmp_path / "no_such_checkpoint", out_dir=tmp_path, log=lambda _: None)
+        compare_transfer(load_recipe(ROOT / "configs" / "shakespeare_vs_kjv.toml"),
+                         tmp_path / "no_such_checkpoint", out_dir=tmp_path)
     assert snapshot(tmp_path) == {"report.json": b"{}"}

@@ -13,8 +13,16 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig, register_model
-from attnlab.models.base import MODEL_TYPES
+from attnlab.models import (
+    GPT,
+    MODEL_TASKS,
+    GPTConfig,
+    Transformer,
+    TransformerConfig,
+    register_model,
+    task_models,
+)
+from attnlab.models.base import DEFAULT_MODELS, MODEL_TYPES
 from attnlab.tasks import (
     TASKS,
     EvaluateRequest,
@@ -44,6 +52,13 @@ class CountingEval:
     batches: int = 2
 
 
+class CountingGPT(GPT):
+    """The counting task's model: a GPT under its own model type (a model names its task when
+    it registers, in the ``counting_task`` fixture)."""
+
+    model_type = "counting_gpt"
+
+
 @dataclass
 class CountingRecipe(Recipe):
     data: CountingData
@@ -51,11 +66,14 @@ class CountingRecipe(Recipe):
     eval: CountingEval
 
     task_name = "counting"
-    model_types = ("gpt",)
 
     @classmethod
-    def model_stand_ins(cls, tables):
-        return {"vocab_size": 16, "block_size": tables["data"].length}
+    def model_fixed(cls, tables):
+        return {"block_size": tables["data"].length}
+
+    @classmethod
+    def model_pending(cls, tables):
+        return {"vocab_size": 5}  # the smallest vocabulary "the data" could give
 
 
 class CountingTask(Task):
@@ -72,7 +90,7 @@ class CountingTask(Task):
 
     def build_model(self):
         self.calls.append("build_model")
-        return self.recipe.model.build_model(vocab_size=16, block_size=self.recipe.data.length)
+        return self.recipe.model.build_model(vocab_size=16)
 
     def train_data(self):
         return self.batches
@@ -104,9 +122,13 @@ class CountingTask(Task):
 
 @pytest.fixture
 def counting_task():
+    register_model(CountingGPT, task="counting", default=True)
     register_task(CountingTask)
     yield CountingTask
     TASKS.pop("counting")
+    for registry in (MODEL_TYPES, MODEL_TASKS):
+        registry.pop("counting_gpt")
+    DEFAULT_MODELS.pop("counting")
 
 
 RECIPE = {
@@ -135,7 +157,7 @@ def test_a_registered_task_is_trained_by_the_one_driver(counting_task, tmp_path,
 
 def test_the_driver_seeds_the_model_with_train_seed(counting_task, tmp_path):
     a, b = (train(RECIPE, run_dir=tmp_path / name) for name in ("a", "b"))
-    first = [GPT.from_pretrained(r / "checkpoints" / "step_00000006").state_dict() for r in (a, b)]
+    first = [CountingGPT.from_pretrained(r / "checkpoints" / "step_00000006").state_dict() for r in (a, b)]
     for key, value in first[0].items():
         torch.testing.assert_close(value, first[1][key], rtol=0, atol=0)
 
@@ -152,13 +174,26 @@ def test_recipe_tables_are_checked_before_any_data(counting_task, tmp_path):
     assert not (tmp_path / "checkpoints").exists()
 
 
-def test_model_table_reads_resolved_settings():
+def test_model_table_reads_resolved_settings(counting_task):
     recipe = CountingRecipe.from_dict(RECIPE)
-    assert (recipe.model.d_model, recipe.model.num_layers) == (16, 1)
-    assert recipe.model.norm_first and recipe.model.positional == "learned"  # GPTConfig defaults
-    with pytest.raises(AttributeError, match="vocab_size is set from the data"):
-        _ = recipe.model.vocab_size
+    settings = recipe.model.settings
+    assert (settings["d_model"], settings["num_layers"], settings["block_size"]) == (16, 1, 8)
+    assert settings["norm_first"] and settings["positional"] == "learned"  # GPTConfig defaults
+    assert "vocab_size" not in settings  # the data decides it: no stand-in value to read
     assert recipe.to_dict()["model"] == RECIPE["model"]
+
+
+def test_the_model_config_exists_once_the_data_has_decided_its_fields(counting_task):
+    """No config is built with stand-in values: ``resolve`` makes it from the data's values,
+    and refuses to without them."""
+    table = CountingRecipe.from_dict(RECIPE).model
+    assert table.pending == {"vocab_size": 5} and table.fixed == {"block_size": 8}
+    config = table.resolve(vocab_size=16)
+    assert isinstance(config, GPTConfig)
+    assert (config.vocab_size, config.block_size, config.d_model) == (16, 8, 16)
+    with pytest.raises(ValueError, match="counting_gpt needs the data's vocab_size; got nothing"):
+        table.resolve()
+    assert not hasattr(table, "d_model")  # settings are read from .settings, never forwarded
 
 
 def test_a_task_name_is_registered_once(counting_task):
@@ -201,6 +236,24 @@ def test_decoding_defaults_to_the_checkpoints_recipe_and_the_command_line_wins()
     assert saved_decoding({}).length_penalty == 0.6  # a checkpoint without a recipe
 
 
+def test_a_model_declares_its_task_and_the_recipes_pipelines_and_evaluate_follow(counting_task, tmp_path):
+    """One source of which models a task trains: the models' registration."""
+    from attnlab.pipelines import CaptioningPipeline, LanguageModelPipeline, TranslationPipeline
+
+    assert task_models("counting") == ("counting_gpt",)
+    assert task_models("translation") == ("transformer", "attention_seq2seq", "rnn_seq2seq")  # default first
+    assert TranslationPipeline.model_types == task_models("translation")
+    assert LanguageModelPipeline.model_types == task_models("language_model") == ("gpt", "lstm", "lstmn")
+    assert CaptioningPipeline.model_types == task_models("captioning")
+    with pytest.raises(ValueError, match="\\[model\\] type must be one of counting_gpt, got 'gpt'"):
+        CountingRecipe.from_dict({**RECIPE, "model": {**RECIPE["model"], "type": "gpt"}})
+    CountingGPT(GPTConfig(vocab_size=8, block_size=4, d_model=8, num_heads=2, num_layers=1)).save_pretrained(
+        tmp_path / "c")
+    assert task_for_checkpoint(tmp_path / "c") is CountingTask
+    for model_type, task in MODEL_TASKS.items():  # every model names a task that exists
+        assert task in TASKS, (model_type, task)
+
+
 def test_a_model_registers_itself_once():
     assert MODEL_TYPES["gpt"] is GPT and MODEL_TYPES["transformer"] is Transformer
 
@@ -216,10 +269,7 @@ def test_every_shipped_recipe_names_a_registered_task():
 
     configs = Path(__file__).resolve().parents[1] / "configs"
     for path in sorted(configs.glob("*.toml")):
-        text = path.read_text()
-        if "task =" not in text:
-            continue  # the fine-tuning experiment's recipe (attnlab finetune)
-        raw = load_recipe(path)
+        raw = load_recipe(path)  # every recipe names its task, the fine-tuning one too
         TASKS[raw["task"]].recipe_class.from_dict(raw)
 
 

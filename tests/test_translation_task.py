@@ -19,7 +19,7 @@ from attnlab.data import load_multi30k, load_tokenizers
 from attnlab.generation import beam_search
 from attnlab.models import GPT, GPTConfig, Transformer
 from attnlab.tasks import EvaluateRequest, TranslationTask, load_recipe
-from attnlab.tasks.translation_recipe import TranslationRecipe
+from attnlab.tasks.translation.recipe import TranslationRecipe
 from attnlab.training import plot_run
 from trained_toys import TRANSLATION_RECIPE as DEMO
 from trained_toys import TRANSLATION_TINY as TINY
@@ -99,7 +99,7 @@ def test_translate_encodes_sources_without_specials(run_dir):
 
 
 def test_evaluate_reads_the_pair_and_prints_signatures(run_dir, capsys, monkeypatch):
-    import attnlab.tasks.translation as task
+    import attnlab.tasks.translation.task as task
 
     calls = []
 
@@ -175,7 +175,7 @@ def _first_pairs(n):
 def test_evaluation_with_the_device_given_everywhere(run_dir, monkeypatch, capsys):
     """The model, the validation batches and the decoder follow the device asked for: here
     ``cpu`` given explicitly at every step (a GPU machine runs the CUDA test below)."""
-    import attnlab.tasks.translation as task
+    import attnlab.tasks.translation.task as task
 
     monkeypatch.setattr(task, "load_multi30k", _first_pairs(24))
     request = EvaluateRequest(split="val", device="cpu", beam_size=2)
@@ -211,7 +211,7 @@ def test_validation_loss_equals_a_recomputation_on_the_device(run_dir):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_evaluation_on_cuda_matches_the_cpu(run_dir, monkeypatch):
-    import attnlab.tasks.translation as task
+    import attnlab.tasks.translation.task as task
 
     monkeypatch.setattr(task, "load_multi30k", _first_pairs(64))
     cpu, cuda = (

@@ -105,13 +105,19 @@ def generate_args(p: argparse.ArgumentParser) -> None:
 
 def finetune_args(p: argparse.ArgumentParser) -> None:
     # The checkpoint is an option so the key=value overrides are the only positionals.
-    p.add_argument("--checkpoint", required=True, help="the pretrained GPT checkpoint (with tokenizer.json)")
-    p.add_argument("--config", default=None, help="TOML recipe (e.g. configs/shakespeare_vs_kjv.toml)")
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides: finetune.steps=300")
-    p.add_argument("--out", default=None, help="directory for the runs and report.json")
+    p.add_argument("--checkpoint", required=True,
+                   help="the pretrained GPT checkpoint (with tokenizer.json): the pretrained run's "
+                        "model.init_from")
+    p.add_argument("--config", required=True,
+                   help="classification recipe, e.g. configs/shakespeare_vs_kjv.toml")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="dotted overrides of both runs: train.max_steps=300, data.sword_dir=/path/to/sword")
+    p.add_argument("--out", default=None,
+                   help="directory for the two runs (pretrained/, scratch/) and report.json "
+                        "(default runs/<config>)")
     _overwrite_arg(p, "--out")
-    p.add_argument("--data-dir", default=None, help="corpora directory (default $ATTNLAB_DATA)")
-    p.add_argument("--sword-dir", default=None, help="SWORD library (default $SWORD_PATH, /usr/share/sword)")
+    _data_dir_arg(p)
+    _device_arg(p)
 
 
 def plot_alignment_args(p: argparse.ArgumentParser) -> None:

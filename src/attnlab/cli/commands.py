@@ -2,7 +2,7 @@
 functions of :mod:`attnlab.tasks` and :mod:`attnlab.pipelines`.
 
 ``train`` dispatches on the recipe's ``task``; ``evaluate`` on the checkpoint's ``model_type``
-(each task lists the model types it scores); ``translate``, ``plot-alignment``, ``generate``
+(the task its model registered with); ``translate``, ``plot-alignment``, ``generate``
 and ``caption`` go through one pipeline each, which refuses the other checkpoints in one line
 naming the command. ``translate`` reads stdin chunk by chunk (:func:`read_chunks`), so output
 follows input.
@@ -119,7 +119,7 @@ def caption(args: argparse.Namespace) -> int:
     the model's channels and size, captioned with the checkpoint recipe's beam settings, one line
     an image; ``--attention PNG`` draws the attention that wrote each word (Xu et al. 2015,
     Figure 3)."""
-    from attnlab.tasks.captioning_recipe import CaptionRecipe
+    from attnlab.tasks.captioning.recipe import CaptionRecipe
     from attnlab.visualize.figure import picture_format
 
     if args.attention:
@@ -142,10 +142,15 @@ def caption(args: argparse.Namespace) -> int:
 
 
 def finetune(args: argparse.Namespace) -> int:
-    """``attnlab finetune``: both arms of the GPT-1 transfer experiment (:mod:`attnlab.tasks.finetune`)."""
-    from attnlab.tasks.finetune import cli
+    """``attnlab finetune``: the classification recipe trained from ``--checkpoint``
+    (``model.init_from``) and from scratch, each an ``attnlab train`` run under ``--out``, and
+    the two compared (:func:`attnlab.tasks.compare_transfer`)."""
+    from attnlab.tasks import compare_transfer
 
-    return cli(args)
+    out = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
+    compare_transfer(load_recipe(args.config, args.overrides), args.checkpoint, out_dir=out,
+                     data_dir=args.data_dir, device=args.device, overwrite=args.overwrite)
+    return 0
 
 
 def read_chunks(stream: IO, max_lines: int, *, errors: str = "strict") -> Iterator[list[str]]:

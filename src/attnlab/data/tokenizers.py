@@ -34,11 +34,13 @@ from attnlab.parsing import read_json
 from attnlab.validation import counted
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
+PAD_ID = SPECIAL_TOKENS.index("<pad>")  # every tokenizer's padding id
 TOKENIZER_FILE = "tokenizer.json"
 SRC_TOKENIZER_FILE = "src_tokenizer.json"
 TGT_TOKENIZER_FILE = "tgt_tokenizer.json"
 CHAR_FORMAT = "attnlab.CharTokenizer"
 SMALLEST_BPE = len(pre_tokenizers.ByteLevel.alphabet()) + len(SPECIAL_TOKENS)  # bytes + specials
+SMALLEST_VOCABULARY = len(SPECIAL_TOKENS) + 1  # a character or word tokenizer: specials + one symbol
 
 Ids = Sequence[int]
 

@@ -8,12 +8,12 @@ in quick mode) and reports, with the task's own measures (:mod:`attnlab.tasks.ca
 
 * exact match and sacreBLEU of the captions;
 * the **attention inside the box** of the digit each generated number word names
-  (:func:`~attnlab.tasks.caption_boxes.attention_on_digits`: the attention mass of the step
+  (:func:`~attnlab.tasks.captioning.boxes.attention_on_digits`: the attention mass of the step
   that wrote the word that falls on the digit's pixels), against the box's share of the image
   (what uniform attention would give), over all scenes and by the number of digits in the scene.
 
 Its pictures are the task's: each test scene's caption with one attention map a word, the
-named digit's box outlined (:func:`attnlab.tasks.caption_pictures.draw_samples_and_mistakes`),
+named digit's box outlined (:func:`attnlab.tasks.captioning.pictures.draw_samples_and_mistakes`),
 and the same for wrong captions.
 """
 
@@ -59,7 +59,7 @@ def load_test_scenes(checkpoint: Path, recipe, options: LabOptions, tokenizer):
 def by_digit_count(captioner, test, hyps: list[list[int]]) -> list[list]:
     """Per number of digits in the scene: scenes, exact match, attention inside the named
     digits' boxes and the boxes' share of the image (rows of the report's table)."""
-    from attnlab.tasks.caption_boxes import attention_on_digits
+    from attnlab.tasks.captioning.boxes import attention_on_digits
 
     if test.digits is None:
         return []
@@ -77,9 +77,9 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
     """Caption the test scenes, measure the attention on the named digits, draw the maps."""
     from attnlab.pipelines import CaptioningPipeline
     from attnlab.tasks.base import load_saved_recipe
-    from attnlab.tasks.caption_pictures import draw_samples_and_mistakes
     from attnlab.tasks.captioning import test_scores
-    from attnlab.tasks.captioning_recipe import CaptionRecipe
+    from attnlab.tasks.captioning.pictures import draw_samples_and_mistakes
+    from attnlab.tasks.captioning.recipe import CaptionRecipe
 
     report = LabReport("captions", TITLE, SOURCE)
     checkpoint = find_checkpoints("captions", options, DEFAULTS, ("show_attend_tell",))[0]

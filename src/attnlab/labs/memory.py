@@ -147,7 +147,7 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
 
     from attnlab.models import load_pretrained
     from attnlab.tasks.algorithmic import bit_errors, draw_memory_access
-    from attnlab.tasks.algorithmic_recipe import AlgorithmicRecipe
+    from attnlab.tasks.algorithmic.recipe import AlgorithmicRecipe
     from attnlab.tasks.base import load_saved_recipe
 
     out_dir = Path(out_dir)

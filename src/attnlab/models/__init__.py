@@ -17,20 +17,23 @@ registered by the ``model_type`` its checkpoints carry.
   a conv-net grid of annotation vectors and an LSTM decoder with soft attention over it
 
 :func:`load_pretrained` opens any checkpoint directory by the ``model_type`` in its
-``config.json`` (:data:`MODEL_TYPES`). A new model is one file here: its config dataclass
-(extending :class:`~attnlab.modules.BlockConfig` where the fields apply), the model class
-decorated with :func:`register_model`, and one import line below (docs/design.md, "Adding a
-model").
+``config.json`` (:data:`MODEL_TYPES`); :func:`task_models` lists the models a task trains
+(:data:`MODEL_TASKS`, what each model declared). A new model is one file here: its config
+dataclass (extending :class:`~attnlab.modules.BlockConfig` where the fields apply), the model
+class decorated with ``@register_model(task="...")``, and one import line below
+(docs/design.md, "Adding a model").
 """
 
 from attnlab.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
 from attnlab.models.base import (
+    MODEL_TASKS,
     MODEL_TYPES,
     ModelCache,
     PretrainedModel,
     StateCache,
     load_pretrained,
     register_model,
+    task_models,
 )
 from attnlab.models.classifier import GPTClassifierConfig, GPTForSequenceClassification
 from attnlab.models.encoder import Encoder, EncoderConfig
@@ -46,6 +49,7 @@ __all__ = [
     "GPT",
     "AttentionSeq2Seq",
     "AttentionSeq2SeqConfig",
+    "MODEL_TASKS",
     "MODEL_TYPES",
     "Encoder",
     "EncoderConfig",
@@ -71,4 +75,5 @@ __all__ = [
     "TransformerConfig",
     "load_pretrained",
     "register_model",
+    "task_models",
 ]

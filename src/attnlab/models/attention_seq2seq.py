@@ -90,7 +90,7 @@ class Annotations:
         return pooled @ w_gates, pooled @ w_output
 
 
-@register_model
+@register_model(task="translation")
 class AttentionSeq2Seq(RNNTranslator):
     """Bahdanau et al. (2015) with a selectable alignment score (module doc).
 

@@ -4,9 +4,10 @@
 
 A model subclasses :class:`PretrainedModel`, sets ``model_type`` (written to
 ``config.json``) and ``config_class`` (its config dataclass), takes that config in its
-constructor, and registers itself with :func:`register_model` where it is defined. It then
-gets ``from_config``, ``save_pretrained``, ``from_pretrained`` and ``num_parameters``, and
-:func:`load_pretrained` opens its checkpoints by their ``model_type``.
+constructor, and registers itself with :func:`register_model` where it is defined, naming the
+task that trains it (``@register_model(task="translation")``). It then gets ``from_config``,
+``save_pretrained``, ``from_pretrained`` and ``num_parameters``, :func:`load_pretrained` opens
+its checkpoints by their ``model_type``, and :func:`task_models` lists it among its task's.
 """
 
 from __future__ import annotations
@@ -37,11 +38,26 @@ from attnlab.validation import indefinite
 MODEL_TYPES: dict[str, type[PretrainedModel]] = {}
 """Every registered model class by the ``model_type`` its ``config.json`` carries."""
 
+MODEL_TASKS: dict[str, str] = {}
+"""The task that trains each registered model type (a recipe's ``task = "..."``), for the
+model types that declared one: what a recipe's ``[model] type`` may name and which task
+``attnlab evaluate`` scores a checkpoint with."""
+
+DEFAULT_MODELS: dict[str, str] = {}
+"""Each task's default model type: what a recipe trains when its ``[model]`` names no ``type``."""
+
 M = TypeVar("M", bound="type[PretrainedModel]")
 
 
-def register_model(cls: M) -> M:
-    """Class decorator: make ``cls`` loadable by its ``model_type`` (:func:`load_pretrained`)."""
+def register_model(cls: M | None = None, *, task: str | None = None, default: bool = False) -> Any:
+    """Class decorator: make ``cls`` loadable by its ``model_type`` (:func:`load_pretrained`).
+
+    ``@register_model(task="translation")`` also declares the task that trains the model (the
+    one source of which models a task's recipe may name and its pipeline runs);
+    ``default=True`` makes it the model a recipe of that task trains when it names none. A
+    model that no task trains (the BERT-style encoder) registers without one."""
+    if cls is None:
+        return lambda c: register_model(c, task=task, default=default)
     if not cls.model_type:
         raise ValueError(f"{cls.__name__} must set model_type to be registered")
     if MODEL_TYPES.get(cls.model_type, cls) is not cls:
@@ -49,8 +65,23 @@ def register_model(cls: M) -> M:
             f"model_type {cls.model_type!r} of {cls.__name__} is already registered by "
             f"{MODEL_TYPES[cls.model_type].__name__}"
         )
+    if default and task is None:
+        raise ValueError(f"{cls.__name__} is a default model of no task: give task=...")
+    if default and DEFAULT_MODELS.get(task, cls.model_type) != cls.model_type:
+        raise ValueError(f"task {task!r} has a default model already: {DEFAULT_MODELS[task]!r}")
     MODEL_TYPES[cls.model_type] = cls
+    if task is not None:
+        MODEL_TASKS[cls.model_type] = task
+    if default:
+        DEFAULT_MODELS[task] = cls.model_type
     return cls
+
+
+def task_models(task: str) -> tuple[str, ...]:
+    """The registered model types ``task`` trains: its default first, then the others by name."""
+    default = DEFAULT_MODELS.get(task)
+    others = sorted(t for t, owner in MODEL_TASKS.items() if owner == task and t != default)
+    return (default, *others) if default is not None else tuple(others)
 
 
 def load_pretrained(directory: str | Path, **kwargs: Any) -> PretrainedModel:

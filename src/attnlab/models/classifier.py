@@ -60,7 +60,7 @@ class GPTClassifierConfig(Config):
         check_probability("dropout", self.dropout)
 
 
-@register_model
+@register_model(task="classification", default=True)
 class GPTForSequenceClassification(PretrainedModel):
     """``clf(idx, lengths)``: ``idx`` ``(B, n)`` right-padded ids, ``lengths`` ``(B,)`` real
     lengths (None: all ``n``) → class logits ``(B, num_classes)``.

@@ -59,7 +59,7 @@ class GPTConfig(BlockConfig, PositionalConfig):
         return self.block_size
 
 
-@register_model
+@register_model(task="language_model", default=True)
 class GPT(PretrainedModel):
     """Decoder-only language model built from a :class:`GPTConfig`.
 

@@ -88,7 +88,7 @@ class _RecurrentLM(PretrainedModel):
             raise ValueError(f"idx must be (B, n) token ids, got shape {tuple(idx.shape)}")
 
 
-@register_model
+@register_model(task="language_model")
 class LSTMLM(_RecurrentLM):
     """The LSTM baseline (Hochreiter & Schmidhuber 1997), PyTorch's fused ``nn.LSTM``."""
 
@@ -177,7 +177,7 @@ class LSTMNLayer(nn.Module):
         return torch.stack(outputs, 1), tape, rows
 
 
-@register_model
+@register_model(task="language_model")
 class LSTMN(_RecurrentLM):
     """Cheng et al. (2016)'s LSTMN language model: ``num_layers`` :class:`LSTMNLayer` s."""
 

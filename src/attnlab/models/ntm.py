@@ -89,7 +89,7 @@ class NTMState(NamedTuple):
     c: Tensor
 
 
-@register_model
+@register_model(task="algorithmic", default=True)
 class NTM(PretrainedModel):
     """``forward(x (B, T, input_dim), return_trace=False)`` → logits ``(B, T, output_dim)``
     (and an :class:`NTMTrace` when asked). A fresh memory for every sequence."""

@@ -200,7 +200,7 @@ class RNNTranslator(PretrainedModel):
         return self.decode(tgt_in, memory, src_mask, check=False)
 
 
-@register_model
+@register_model(task="translation")
 class RNNSeq2Seq(RNNTranslator):
     """Cho et al. (2014): the whole source squeezed into one context vector (module doc).
 

@@ -34,7 +34,7 @@ class SequenceLSTMConfig(Config):
             check_positive(name, getattr(self, name))
 
 
-@register_model
+@register_model(task="algorithmic")
 class SequenceLSTM(PretrainedModel):
     """``forward(x (B, T, input_dim))`` → logits ``(B, T, output_dim)`` (PyTorch's fused LSTM)."""
 

@@ -92,7 +92,7 @@ class ShowAttendTellConfig(Config):
         check_positive("penalty", self.penalty, allow_zero=True)
 
 
-@register_model
+@register_model(task="captioning", default=True)
 class ShowAttendTell(PretrainedModel):
     """Xu et al.'s captioner with soft attention (module doc).
 

@@ -70,7 +70,7 @@ def _unless_all_real(mask: Tensor | None) -> Tensor | None:
     return None if bool(mask.all()) else mask
 
 
-@register_model
+@register_model(task="translation", default=True)
 class Transformer(PretrainedModel):
     """Encoder-decoder Transformer built from a :class:`TransformerConfig`.
 

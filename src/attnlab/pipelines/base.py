@@ -31,7 +31,8 @@ P = TypeVar("P", bound="Pipeline")
 class Pipeline:
     """A model, its tokenizer(s) and its checkpoint's recipe (``{}`` when it has none).
 
-    A subclass names the ``model_types`` it runs (the registered models of its family),
+    A subclass names the ``model_types`` it runs — the registered models of its task,
+    ``models.task_models("translation")``, as each model declared at registration —
     ``family`` (its refusals' words: ``"a translation model"``), and reads and writes its
     tokenizer files (:meth:`from_files`, :meth:`tokenizer_files`).
     """

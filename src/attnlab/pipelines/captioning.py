@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from attnlab.data.tokenizers import TOKENIZER_FILE, AnyTokenizer, load_tokenizer
 from attnlab.generation.state import inference
+from attnlab.models import task_models
 from attnlab.pipelines.base import DecodingPipeline
 from attnlab.pipelines.decoding import DecodeConfig, search
 from attnlab.training.progress import progress_bar
@@ -36,7 +37,7 @@ class CaptioningPipeline(DecodingPipeline):
     """A captioning model (:class:`~attnlab.models.ShowAttendTell`), its word tokenizer and its
     :class:`DecodeConfig` (the checkpoint's ``[eval]``; a caption is at most ``max_len`` words)."""
 
-    model_types = ("show_attend_tell",)
+    model_types = task_models("captioning")
     family = "a captioning model"
     default_decoding = DecodeConfig(beam_size=3, length_penalty=0.0, batch_size=100, max_len=24)
 

@@ -65,7 +65,7 @@ class EncoderPipeline(Pipeline):
     which the pipeline configures (in place) to truncate at ``config.sequence_limit`` tokens and
     to pad each batch to its longest sequence with ``config.pad_id``."""
 
-    model_types = ("encoder",)
+    model_types = ("encoder",)  # no task trains an encoder: it registers without one
     family = "an encoder"
     model: Encoder
 

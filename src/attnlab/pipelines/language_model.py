@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from attnlab.data.tokenizers import TOKENIZER_FILE, AnyTokenizer, load_tokenizer
 from attnlab.generation import sample
 from attnlab.generation.state import BeforeStep, inference
-from attnlab.models.base import draws_attention
+from attnlab.models.base import draws_attention, task_models
 from attnlab.pipelines.base import Pipeline
 from attnlab.pipelines.streams import AttentionRecorder, PlainTextModel, TextStream
 from attnlab.validation import indefinite
@@ -42,7 +42,7 @@ class LanguageModelPipeline(Pipeline):
     """A decoder-only language model (:class:`~attnlab.models.GPT`, the LSTM and LSTMN of
     Cheng et al. 2016) and its tokenizer (characters or byte-level BPE)."""
 
-    model_types = ("gpt", "lstm", "lstmn")
+    model_types = task_models("language_model")
     family = "a language model"
 
     def __init__(

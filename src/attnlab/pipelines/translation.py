@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from attnlab.data.tokenizers import AnyTokenizer, load_tokenizers, tokenizer_files
 from attnlab.generation.state import BeforeStep, inference
-from attnlab.models.base import draws_attention
+from attnlab.models.base import draws_attention, task_models
 from attnlab.pipelines.base import DecodingPipeline
 from attnlab.pipelines.decoding import DecodeConfig, search
 from attnlab.training.progress import progress_bar
@@ -47,7 +47,7 @@ class TranslationPipeline(DecodingPipeline):
     RNN encoder-decoders), its source and target tokenizers (the same object when the
     vocabulary is joint) and its :class:`DecodeConfig` (the checkpoint's ``[eval]``)."""
 
-    model_types = ("transformer", "attention_seq2seq", "rnn_seq2seq")
+    model_types = task_models("translation")
     family = "a translation model"
 
     def __init__(self, model: nn.Module, src_tok: AnyTokenizer, tgt_tok: AnyTokenizer, *,

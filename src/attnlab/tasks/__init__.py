@@ -6,17 +6,19 @@ training driver; ``attnlab evaluate`` finds the task by the checkpoint's ``model
 
 * :mod:`~attnlab.tasks.base` — the :class:`Task` seam, the registry, :func:`train`
 * :mod:`~attnlab.tasks.recipe` — :class:`Recipe`, :class:`ModelTable` (TOML tables → dataclasses)
-* :mod:`~attnlab.tasks.translation` — Multi30k translation (:class:`TranslationTask`), with
-  :mod:`~attnlab.tasks.translation_recipe`
+
+and one package a task, each its ``task.py`` and ``recipe.py``:
+
+* :mod:`~attnlab.tasks.translation` — Multi30k translation (:class:`TranslationTask`)
 * :mod:`~attnlab.tasks.language_model` — a GPT on tinyshakespeare (:class:`LanguageModelTask`)
 * :mod:`~attnlab.tasks.algorithmic` — the Neural Turing Machine's tasks (copy, repeat copy,
-  associative recall, priority sort) for the NTM and its LSTM baseline, with
-  :mod:`~attnlab.tasks.algorithmic_recipe`
+  associative recall, priority sort) for the NTM and its LSTM baseline (:class:`AlgorithmicTask`)
 * :mod:`~attnlab.tasks.captioning` — Show, Attend and Tell on scenes of handwritten digits
-  (:class:`CaptioningTask`), with :mod:`~attnlab.tasks.captioning_recipe`,
-  :mod:`~attnlab.tasks.caption_boxes` (attention on the named digit) and
-  :mod:`~attnlab.tasks.caption_pictures`
-* :mod:`~attnlab.tasks.finetune` — GPT-1-style transfer: fine-tuned against from scratch
+  (:class:`CaptioningTask`), with ``boxes.py`` (attention on the named digit) and
+  ``pictures.py``
+* :mod:`~attnlab.tasks.classification` — a GPT classifier, Shakespeare against King James
+  (:class:`ClassificationTask`), fine-tuned from a pretrained GPT (``[model] init_from``) or
+  from scratch, with ``transfer.py`` (both, compared: ``attnlab finetune``)
 
 The command line that drives them is :mod:`attnlab.cli`.
 """
@@ -27,8 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnlab.tasks.algorithmic import AlgorithmicTask
-from attnlab.tasks.algorithmic_recipe import AlgorithmicRecipe
+from attnlab.tasks.algorithmic import AlgorithmicRecipe, AlgorithmicTask
 from attnlab.tasks.base import (
     TASKS,
     EvaluateRequest,
@@ -38,18 +39,19 @@ from attnlab.tasks.base import (
     task_for_checkpoint,
     train,
 )
-from attnlab.tasks.captioning import CaptioningTask
-from attnlab.tasks.captioning_recipe import CaptionRecipe
+from attnlab.tasks.captioning import CaptioningTask, CaptionRecipe
+from attnlab.tasks.classification import ClassificationRecipe, ClassificationTask, compare_transfer
 from attnlab.tasks.language_model import LanguageModelTask, LMRecipe
 from attnlab.tasks.recipe import ModelTable, Recipe, fit_warmup
-from attnlab.tasks.translation import TranslationTask
-from attnlab.tasks.translation_recipe import TranslationRecipe
+from attnlab.tasks.translation import TranslationRecipe, TranslationTask
 
 __all__ = [
     "AlgorithmicRecipe",
     "AlgorithmicTask",
     "CaptionRecipe",
     "CaptioningTask",
+    "ClassificationRecipe",
+    "ClassificationTask",
     "TASKS",
     "EvaluateRequest",
     "LMRecipe",
@@ -59,6 +61,7 @@ __all__ = [
     "Task",
     "TranslationRecipe",
     "TranslationTask",
+    "compare_transfer",
     "load_recipe",
     "register_task",
     "task_class",

@@ -5,7 +5,8 @@ trainer (:class:`~attnlab.training.Trainer`) does the rest the same way for ever
 batches moved to the model's device, bf16 autocast for that device, checkpoints, resume,
 metrics, progress. A task registers itself where it is defined (:func:`register_task`), so
 ``attnlab train --config R`` finds it by the recipe's ``task = "..."`` and ``attnlab
-evaluate CKPT`` by the checkpoint's ``model_type`` (the recipe class's ``model_types``).
+evaluate CKPT`` by the checkpoint's ``model_type`` (the task that model registered with:
+``@register_model(task=...)``).
 
     recipe dict ─ Recipe.from_dict ─▶ Task(recipe, run_dir)
                  task.prepare(resume)             data, tokenizers
@@ -31,6 +32,7 @@ from torch import Tensor, nn
 from attnlab.checkpoint import RECIPE_FILE, ExtraFiles, load_config, resolve_resume
 from attnlab.devices import resolve_device
 from attnlab.memory import Need, check_fits
+from attnlab.models import MODEL_TASKS, task_models
 from attnlab.parsing import read_json
 from attnlab.signals import reraise
 from attnlab.tasks.recipe import Recipe
@@ -62,10 +64,10 @@ class EvaluateRequest:
 class Task(ABC):
     """One kind of training job (translation, language modelling, ...), driven by a recipe.
 
-    Subclasses set ``recipe_class`` (its ``task_name`` names the task, its ``model_types`` the
-    models the task trains and the checkpoints ``attnlab evaluate`` scores with it), and
-    implement the abstract methods. ``self.recipe``, ``self.run_dir``, ``self.data_dir`` and
-    ``self.device`` are set.
+    Subclasses set ``recipe_class`` (its ``task_name`` names the task; the models registered
+    with that task are the ones it trains and whose checkpoints ``attnlab evaluate`` scores
+    with it, :func:`~attnlab.models.task_models`), and implement the abstract methods.
+    ``self.recipe``, ``self.run_dir``, ``self.data_dir`` and ``self.device`` are set.
     """
 
     recipe_class: ClassVar[type[Recipe]]
@@ -126,7 +128,7 @@ class Task(ABC):
     @classmethod
     @abstractmethod
     def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
-        """Score a checkpoint of one of the recipe's ``model_types`` (``attnlab evaluate``)."""
+        """Score a checkpoint of one of the task's models (``attnlab evaluate``)."""
 
     @classmethod
     @abstractmethod
@@ -181,12 +183,13 @@ def task_class(name: str) -> type[Task]:
 
 
 def task_for_checkpoint(checkpoint: str | Path) -> type[Task]:
-    """The task that scores checkpoints of this checkpoint's ``model_type``."""
+    """The task that scores checkpoints of this checkpoint's ``model_type``: the one its model
+    registered with."""
     model_type = load_config(checkpoint).get("model_type")
-    for cls in TASKS.values():
-        if model_type in cls.recipe_class.model_types:
-            return cls
-    known = [t for cls in TASKS.values() for t in cls.recipe_class.model_types]
+    task = MODEL_TASKS.get(model_type)
+    if task in TASKS:
+        return TASKS[task]
+    known = [t for name in TASKS for t in task_models(name)]
     raise ValueError(
         f"checkpoint {checkpoint} has model_type {model_type!r}; this command takes "
         f"{' or '.join(known)} checkpoints"

@@ -4,30 +4,32 @@ Every recipe has the same shape::
 
     task = "translation"          # which Task trains it (attnlab.tasks)
     [data]   the task's data table           (a dataclass of the task)
-    [model]  type = "..." (one of the recipe's model types; default the first) and that model
-             config's fields, except the ones the data fixes (vocabulary sizes, ...)
+    [model]  type = "..." (one of the models registered for the task; default its default) and
+             that model config's fields, except those the other tables fix (a window's
+             length) and those the data decides when it is read (vocabulary sizes)
     [optim]  attnlab.training.OptimConfig    (optimizer and learning-rate schedule)
     [train]  attnlab.training.TrainConfig    (steps, evaluation, checkpoints, bf16, seed)
     [eval]   the task's evaluation table     (a dataclass of the task)
 
 :meth:`Recipe.from_dict` rejects an unknown table or key by name, checks every value (the
 ``[model]`` table against the config class of the model type it names, through
-:class:`ModelTable`) and then the
-settings that contradict one another (:meth:`Recipe.check`), all before any data is read. The
-parsed recipe is saved as ``recipe.json`` into every checkpoint.
+:class:`ModelTable`) and then the settings that contradict one another
+(:meth:`Recipe.check`), all before any data is read. No model config exists until the data
+has decided its last fields (:meth:`ModelTable.resolve`). The parsed recipe is saved as
+``recipe.json`` into every checkpoint.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from attnlab.config import from_dict, parse_override, unknown_key_error
 from attnlab.memory import Need, leading_sizes, measure_model
-from attnlab.models import MODEL_TYPES  # importing the models registers them
+from attnlab.models import MODEL_TYPES, task_models  # importing the models registers them
 from attnlab.training import OptimConfig, TrainConfig
 from attnlab.validation import check_choice, counted
 
@@ -63,78 +65,178 @@ def fit_warmup(recipe: MutableMapping[str, Any], overrides: Sequence[str]) -> st
             f"{counted(total // 10, 'step')} instead (a tenth of the run; set optim.warmup to choose)")
 
 
-class ModelTable(Generic[C]):
-    """A recipe's ``[model]`` table: ``type`` names the model (one of ``choices``, registered
-    model types; default the first), the other keys are fields of that model's config class
-    ``C`` except ``fixed``, the ones the data decides (a vocabulary size comes from the
-    tokenizer).
+def _nested(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"gpt.vocab_size": 65}`` → ``{"gpt": {"vocab_size": 65}}`` (a dotted name is a nested field)."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        *tables, key = name.split(".")
+        table = out
+        for part in tables:
+            table = table.setdefault(part, {})
+        table[key] = value
+    return out
 
-    The table is checked when the recipe is read, by building ``C`` with stand-in values for
-    the fixed fields; its attributes read the resolved settings, defaults included
-    (``recipe.model.d_model``). :meth:`build` makes the real config once the data is known and
-    :meth:`build_model` the model.
+
+def _merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """The tables merged key by key, nested tables too; a later layer wins."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            both = isinstance(value, Mapping) and isinstance(out.get(key), Mapping)
+            out[key] = _merged(out[key], value) if both else value
+    return out
+
+
+def _lookup(table: Mapping[str, Any], name: str) -> tuple[bool, Any]:
+    """``(True, value)`` of dotted ``name`` in nested ``table``, ``(False, None)`` when absent."""
+    for part in name.split("."):
+        if not isinstance(table, Mapping) or part not in table:
+            return False, None
+        table = table[part]
+    return True, table
+
+
+def _without(table: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """``table`` less the dotted ``names`` (nested tables copied)."""
+    out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in table.items()}
+    for name in names:
+        *tables, key = name.split(".")
+        inner: Any = out
+        for part in tables:
+            inner = inner.get(part, {}) if isinstance(inner, Mapping) else {}
+        if isinstance(inner, dict):
+            inner.pop(key, None)
+    return out
+
+
+class ModelTable(Generic[C]):
+    """A recipe's ``[model]`` table: ``type`` names the model — one of the models registered for
+    the recipe's ``task`` (:func:`~attnlab.models.task_models`, its default when the table names
+    none) — and the other keys are fields of that model's config class ``C``, except those
+    decided elsewhere:
+
+    * ``fixed``: by the recipe's other tables, known when it is read (a window's length from
+      ``[data]``, the widths of a task's vectors);
+    * ``pending``: by the data, once it is read (a vocabulary size), each given here with the
+      smallest value the data can give it.
+
+    With ``init_from = CKPT`` (where the recipe class takes it: :meth:`Recipe.model_start`)
+    the checkpoint's own config decides the fields the table leaves out, pending ones included,
+    and a field the table sets must agree with it.
+
+    The table is checked when the recipe is read, with the pending fields at their smallest:
+    an unknown key (the closest field suggested), a bad value, a size past the machine's
+    memory is refused before any data is read; that check keeps no config. :attr:`settings`
+    holds what the recipe decides (defaults included, pending fields not); :meth:`resolve`
+    makes the config once the data has decided the pending fields, :meth:`build_model` the
+    model.
     """
 
-    def __init__(self, choices: tuple[str, ...], table: Mapping[str, Any], stand_ins: Mapping[str, Any]):
+    def __init__(
+        self, task: str, table: Mapping[str, Any], *, fixed: Mapping[str, Any] | None = None,
+        pending: Mapping[str, Any] | None = None,
+        start: Callable[[str], Mapping[str, Any]] | None = None,
+    ):
         if not isinstance(table, Mapping):
             raise ValueError(f"[model] must be a table, got {table!r}")
         table = dict(table)
         self.named_type = "type" in table  # saved back only when the recipe named it
-        self.type = table.pop("type", choices[0])
+        choices = task_models(task)
+        self.type = table.pop("type") if self.named_type else (choices or ("",))[0]
         check_choice("[model] type", self.type, choices)
-        for key in stand_ins:
-            if key in table:
-                raise ValueError(f"[model] key {key!r} is set from the data; remove it")
+        self.init_from: str | None = table.pop("init_from", None)
         self.model_class = MODEL_TYPES[self.type]
-        self.config_class, self.table, self.fixed = self.model_class.config_class, table, tuple(stand_ins)
-        self._stand_ins = dict(stand_ins)
-        self._resolved = self.build(**stand_ins)
+        self.config_class: type[C] = self.model_class.config_class
+        fixed, pending = dict(fixed or {}), dict(pending or {})
+        for name in (*fixed, *pending):
+            if _lookup(table, name)[0]:
+                raise ValueError(f"[model] key {name!r} is set from the data; remove it")
+        self.table = table
+        self.base = self._start(start)
+        decided = {n: v for n, v in pending.items() if _lookup(self.base, n)[0]}  # by the checkpoint
+        self.fixed = {**fixed, **{n: _lookup(self.base, n)[1] for n in decided}}
+        self.pending = {n: v for n, v in pending.items() if n not in decided}
+        checked = dataclasses.asdict(self._config(self.pending))  # the table, checked
+        self.settings: dict[str, Any] = _without(checked, list(self.pending))
+        """Every config field the recipe decides, by name (nested configs as tables), defaults
+        included; the pending fields are not here."""
 
-    def build(self, **fixed: Any) -> C:
-        """The model config: this table plus the data-fixed fields ``fixed``."""
+    def _start(self, start: Callable[[str], Mapping[str, Any]] | None) -> dict[str, Any]:
+        """The fields the ``init_from`` checkpoint decides (``{}`` without one), after refusing a
+        table field that disagrees with them."""
+        if self.init_from is None:
+            return {}
+        if start is None:
+            fields = [f.name for f in dataclasses.fields(self.config_class)]
+            raise unknown_key_error("init_from", fields, "[model]")
+        if not isinstance(self.init_from, str) or not self.init_from:
+            raise ValueError(f"[model] init_from must name a checkpoint directory, got {self.init_from!r}")
+        base = dict(start(self.init_from))
+        self._check_agrees(self.table, base, "")
+        return base
+
+    def _check_agrees(self, table: Mapping[str, Any], base: Mapping[str, Any], prefix: str) -> None:
+        for key, value in table.items():
+            if key not in base:
+                continue
+            if isinstance(value, Mapping) and isinstance(base[key], Mapping):
+                self._check_agrees(value, base[key], f"{prefix}{key}.")
+            elif value != base[key]:
+                raise ValueError(
+                    f"[model] {prefix}{key} = {value!r} but init_from {self.init_from} has "
+                    f"{prefix}{key} = {base[key]!r}; remove the key or make it agree"
+                )
+
+    def _config(self, values: Mapping[str, Any]) -> C:
         try:
-            return from_dict(self.config_class, {**self.table, **fixed}, where="[model]")
+            merged = _merged(self.base, self.table, _nested(self.fixed), _nested(values))
+            return from_dict(self.config_class, merged, where="[model]")
         except (TypeError, ValueError) as err:
             raise ValueError(f"[model]: {err}") from err
 
-    def build_model(self, **fixed: Any) -> Any:
-        """A fresh model of the table's ``type`` (its config: :meth:`build` of ``fixed``)."""
-        return self.model_class(self.build(**fixed))
+    def resolve(self, **values: Any) -> C:
+        """The model config, once the data has decided the :attr:`pending` fields ``values``
+        (a nested field by its dotted name: ``**{"gpt.vocab_size": 65}``)."""
+        if set(values) != set(self.pending):
+            raise ValueError(f"[model] {self.type} needs the data's {', '.join(self.pending) or 'nothing'}; "
+                             f"got {', '.join(values) or 'nothing'}")
+        return self._config(values)
 
-    def training_need(self, **fixed: Any) -> Need:
+    def build_model(self, **values: Any) -> Any:
+        """A fresh model of the table's ``type``: its config is :meth:`resolve` of ``values``."""
+        return self.model_class.from_config(self.resolve(**values))
+
+    def training_need(self, **values: Any) -> Need:
         """What training the model needs at least: its parameters, their gradients and Adam's two
-        moments, and its buffers, counted on the meta device (nothing is allocated). ``fixed``:
-        the data-fixed fields where the stand-ins would overstate them (a vocabulary)."""
-        config = self.build(**{**self._stand_ins, **fixed})
+        moments, and its buffers, counted on the meta device (nothing is allocated), with the
+        pending fields at their smallest unless ``values`` gives a larger bound."""
+        config = self._config({**self.pending, **values})
         try:
-            size = measure_model(lambda: self.model_class(config))
+            size = measure_model(lambda: self.model_class.from_config(config))
         except ValueError as err:  # a layer repeated past the machine's memory
             raise ValueError(f"[model]: {err}") from None
-        return size.need(leading_sizes(config, "model.", skip=self.fixed), training=True)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name in ("config_class", "table", "fixed", "type", "model_class"):
-            raise AttributeError(name)
-        if name in self.fixed:
-            raise AttributeError(f"[model] {name} is set from the data, not by the recipe")
-        return getattr(self._resolved, name)
+        skip = [*(n.split(".")[-1] for n in (*self.fixed, *self.pending))]
+        return size.need(leading_sizes(config, "model.", skip=skip), training=True)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, **self.table} if self.named_type else dict(self.table)
+        out = {"type": self.type} if self.named_type else {}
+        return {**out, **({"init_from": self.init_from} if self.init_from is not None else {}), **self.table}
 
     def __repr__(self) -> str:
-        return f"ModelTable({self.type!r}, {self.table!r})"
+        return f"ModelTable({self.type!r}, {self.to_dict()!r})"
 
 
 @dataclass
 class Recipe:
     """The tables every recipe has; a task's recipe class adds ``data``, ``model`` and ``eval``.
 
-    ``task_name`` is the ``task = "..."`` the recipe must carry. ``model_types`` are the
-    registered model types its ``[model]`` table may name with ``type`` (the first is the
-    default); they are also the checkpoints ``attnlab evaluate`` scores with the task. A
-    ``model`` field typed :class:`ModelTable` is checked against the named type's config
-    class, with the stand-ins :meth:`model_stand_ins` gives for the fields the data fixes.
+    ``task_name`` is the ``task = "..."`` the recipe must carry. Its ``[model]`` table may name
+    with ``type`` the models registered for that task (``@register_model(task=...)``; the
+    same list gives the checkpoints ``attnlab evaluate`` scores with the task). A ``model``
+    field typed :class:`ModelTable` is checked against the named type's config class; the
+    fields the recipe's other tables fix come from :meth:`model_fixed`, those the data decides
+    from :meth:`model_pending`; a recipe class with ``takes_init_from`` accepts ``[model]
+    init_from = CKPT`` and reads the checkpoint's fields with :meth:`model_start`.
     """
 
     task: str
@@ -142,7 +244,7 @@ class Recipe:
     optim: OptimConfig
 
     task_name: ClassVar[str] = ""
-    model_types: ClassVar[tuple[str, ...]] = ()
+    takes_init_from: ClassVar[bool] = False
 
     @classmethod
     def from_dict(cls: type[R], raw: Mapping[str, Any]) -> R:
@@ -166,17 +268,32 @@ class Recipe:
         if "model" in tables or "model" not in names:
             recipe = cls(task=cls.task_name, **tables)
         else:
-            model = ModelTable(cls.model_types, raw.get("model", {}), cls.model_stand_ins(tables))
+            start = cls.model_start if cls.takes_init_from else None
+            model = ModelTable(cls.task_name, raw.get("model", {}), fixed=cls.model_fixed(tables),
+                               pending=cls.model_pending(tables), start=start)
             recipe = cls(task=cls.task_name, model=model, **tables)
         recipe.optim.check_steps(recipe.train.max_steps)
         recipe.check()
         return recipe
 
     @classmethod
-    def model_stand_ins(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
-        """Values for the ``[model]`` fields the data fixes, to check the table before the data
-        is read (``tables``: the other parsed tables)."""
+    def model_fixed(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``[model]`` fields the recipe's other tables fix (``tables``: those tables,
+        parsed), by name: the table may not set them."""
         return {}
+
+    @classmethod
+    def model_pending(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``[model]`` fields the data decides once it is read (a vocabulary size), each with
+        the smallest value the data can give it: the table is checked, and the memory a run
+        needs bounded, at those; the task passes the real values to ``model.resolve``."""
+        return {}
+
+    @classmethod
+    def model_start(cls, checkpoint: str) -> Mapping[str, Any]:
+        """The ``[model]`` fields the ``init_from`` checkpoint decides (its architecture), read
+        from its ``config.json``; only for a recipe class with ``takes_init_from``."""
+        raise NotImplementedError
 
     def check(self) -> None:
         """Raise ``ValueError`` for settings that are each valid but contradict one another."""
@@ -187,9 +304,9 @@ class Recipe:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if isinstance(value, ModelTable):
-                out[f"{f.name}.type"] = value.type
-                value = value._resolved
-            if dataclasses.is_dataclass(value):
+                table = {"type": value.type, "init_from": value.init_from, **value.settings}
+                out.update({f"{f.name}.{k}": v for k, v in table.items()})
+            elif dataclasses.is_dataclass(value):
                 out.update({f"{f.name}.{k}": v for k, v in dataclasses.asdict(value).items()})
         return out
 

@@ -35,14 +35,14 @@ from attnlab.checkpoint import ExtraFiles, resolve_resume
 from attnlab.data.caption_set import CaptionBatch, CaptionSet
 from attnlab.data.image_captions import write_scene_folder
 from attnlab.data.scenes import make_scenes
-from attnlab.data.tokenizers import SPECIAL_TOKENS, TOKENIZER_FILE, WordTokenizer, load_tokenizer
+from attnlab.data.tokenizers import SMALLEST_VOCABULARY, TOKENIZER_FILE, WordTokenizer, load_tokenizer
 from attnlab.evaluation import bleu
 from attnlab.generation.beam import beam_need
 from attnlab.memory import Need, sized
 from attnlab.pipelines import CaptioningPipeline, DecodeConfig
 from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
-from attnlab.tasks.caption_boxes import attention_on_digits
-from attnlab.tasks.captioning_recipe import CaptionData, CaptionEval, CaptionRecipe
+from attnlab.tasks.captioning.boxes import attention_on_digits
+from attnlab.tasks.captioning.recipe import CaptionData, CaptionEval, CaptionRecipe
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
 from attnlab.validation import counted
@@ -141,19 +141,17 @@ class CaptioningTask(Task):
         else:
             images, batch = {"splits": len(SPLIT_FOLDERS)}, 1
         pixels = {"data.size²": d.size**2}
-        first = {"data.batch_size": batch, "model.conv_channels[0]": self.recipe.model.conv_channels[0]}
+        channels = self.recipe.model.settings["conv_channels"][0]
+        first = {"data.batch_size": batch, "model.conv_channels[0]": channels}
         return [
-            self.recipe.model.training_need(vocab_size=len(SPECIAL_TOKENS) + 1),
+            self.recipe.model.training_need(),
             sized("the images", {**images, "data.channels": d.channels, **pixels}, 4, host=True),
             sized("the first convolution's output", {**first, **pixels}, 4),
-            beam_need(1, ev.beam_size, len(SPECIAL_TOKENS) + 1, 1, name="eval.beam_size"),
+            beam_need(1, ev.beam_size, SMALLEST_VOCABULARY, 1, name="eval.beam_size"),
         ]
 
     def build_model(self) -> nn.Module:
-        d = self.recipe.data
-        return self.recipe.model.build_model(
-            vocab_size=self.tok.vocab_size, pad_id=self.tok.pad_id, in_channels=d.channels, image_size=d.size
-        )
+        return self.recipe.model.build_model(vocab_size=self.tok.vocab_size)
 
     def describe(self, model: nn.Module) -> str:
         kind = "soft attention" if model.config.attention else "no attention (mean feature)"
@@ -189,7 +187,7 @@ class CaptioningTask(Task):
         test = self.sets["test"]
         scores, hyps = test_scores(captioner, test, self.recipe, progress=self.recipe.train.progress)
         print(self.format_scores(scores))
-        from attnlab.tasks.caption_pictures import draw_samples_and_mistakes
+        from attnlab.tasks.captioning.pictures import draw_samples_and_mistakes
 
         pictures = draw_samples_and_mistakes(captioner, test, hyps, self.run_dir, self.recipe.eval)
         samples = [{"reference": test.captions[i], "caption": self.tok.decode(hyps[i])}

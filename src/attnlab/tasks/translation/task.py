@@ -39,9 +39,10 @@ from attnlab.data.tokenizers import SMALLEST_BPE, bpe_need
 from attnlab.evaluation import bleu, chrf
 from attnlab.generation.beam import beam_need
 from attnlab.memory import Need
+from attnlab.models import TransformerConfig
 from attnlab.pipelines import DecodeConfig, TranslationPipeline
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
-from attnlab.tasks.translation_recipe import TranslationRecipe
+from attnlab.tasks.translation.recipe import TranslationRecipe
 from attnlab.training import (
     TrainConfig,
     TrainResult,
@@ -110,17 +111,15 @@ class TranslationTask(Task):
     def memory_needs(self) -> list[Need]:
         """BPE's token table, the model (at the smallest vocabulary BPE can learn: bytes and
         specials; it learns at most ``data.vocab_size``) and the test decoding's beam."""
-        smallest = SMALLEST_BPE
-        return [bpe_need(self.recipe.data.vocab_size, "data.vocab_size"),
-                self.recipe.model.training_need(src_vocab_size=smallest, tgt_vocab_size=smallest),
-                beam_need(1, self.recipe.eval.beam_size, smallest, 1, name="eval.beam_size")]
+        return [bpe_need(self.recipe.data.vocab_size, "data.vocab_size"), self.recipe.model.training_need(),
+                beam_need(1, self.recipe.eval.beam_size, SMALLEST_BPE, 1, name="eval.beam_size")]
 
     def _check_lengths(self, test_sources: list[list[int]]) -> None:
         """Learned positions cannot extrapolate: every training, validation and test sentence
         (in subwords; a target counts its ``<bos>``) must fit ``model.max_len`` — checked before
         the first step, not at the first evaluation."""
-        model = self.recipe.model
-        if getattr(model, "positional", None) != "learned":
+        config = self.recipe.model.resolve(**self._vocabularies())
+        if not isinstance(config, TransformerConfig) or config.positional != "learned":
             return
         sides = {
             "training source": self.train_set.src, "training target": self.train_set.tgt,
@@ -130,9 +129,9 @@ class TranslationTask(Task):
         for what, rows in sides.items():
             extra = 1 if what.endswith("target") else 0
             longest = max((len(r) + extra for r in rows), default=0)
-            if longest > model.max_len:
+            if longest > config.max_len:
                 raise ValueError(
-                    f"model.max_len={model.max_len} is shorter than the longest {what} ({longest} "
+                    f"model.max_len={config.max_len} is shorter than the longest {what} ({longest} "
                     f"subwords) and learned positions cannot extrapolate: raise model.max_len, "
                     f"lower data.max_len, or use positional = \"sinusoidal\""
                 )
@@ -143,10 +142,11 @@ class TranslationTask(Task):
 
     def build_model(self) -> nn.Module:
         """The recipe's ``[model] type`` (a Transformer by default) for the tokenizers."""
-        src, tgt = self.src_tok, self.tgt_tok
-        return self.recipe.model.build_model(
-            src_vocab_size=src.vocab_size, tgt_vocab_size=tgt.vocab_size, pad_id=tgt.pad_id
-        )
+        return self.recipe.model.build_model(**self._vocabularies())
+
+    def _vocabularies(self) -> dict[str, int]:
+        """The model fields the tokenizers decide: their vocabulary sizes."""
+        return {"src_vocab_size": self.src_tok.vocab_size, "tgt_vocab_size": self.tgt_tok.vocab_size}
 
     def describe(self, model: nn.Module) -> str:
         return (

@@ -124,10 +124,9 @@ class AlgorithmicRecipe(Recipe):
     eval: AlgorithmicEval
 
     task_name = "algorithmic"
-    model_types = ("ntm", "sequence_lstm")
 
     @classmethod
-    def model_stand_ins(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+    def model_fixed(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
         input_dim, output_dim = task_dims(tables["data"].task, tables["data"].bits)
         return {"input_dim": input_dim, "output_dim": output_dim}
 
@@ -136,7 +135,7 @@ class AlgorithmicRecipe(Recipe):
             raise ValueError("train.max_steps must be set: the task's sequences never run out")
         if self.model.type != "ntm":
             return
-        d, memory = self.data, self.model.memory_size
+        d, memory = self.data, self.model.settings["memory_size"]
         longest = (("data.max_length", d.max_length), ("eval.test_lengths", max(self.eval.test_lengths)))
         for name, length in longest:
             if d.stored_vectors(length) > memory:

@@ -6,7 +6,8 @@ A recipe file looks like::
     task = "translation"
     [data]   corpus, src_lang, tgt_lang, vocab_size, joint_vocab, max_len, max_tokens, ...
     [model]  type = "transformer" (default), "attention_seq2seq" or "rnn_seq2seq", and that
-             model config's fields except the vocabulary sizes and pad id (the tokenizer's)
+             model config's fields except the vocabulary sizes (BPE's, once it is learned)
+             and the padding id (the tokenizers')
     [optim]  OptimConfig fields (optimizer, lr, schedule, warmup, ...) and label_smoothing
     [train]  TrainConfig fields (attnlab.training.TrainConfig)
     [eval]   beam_size, length_penalty, max_len_a, max_len_b, average_last, val_bleu, ...
@@ -18,12 +19,13 @@ recipe is read (:mod:`attnlab.tasks.recipe`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from attnlab.data import SPLITS
+from attnlab.data.tokenizers import PAD_ID, SMALLEST_BPE
 from attnlab.pipelines.decoding import DecodeConfig
-from attnlab.pipelines.translation import TranslationPipeline
 from attnlab.tasks.recipe import ModelTable, Recipe
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive, check_probability
@@ -108,12 +110,15 @@ class TranslationRecipe(Recipe):
     eval: TranslationEval
 
     task_name = "translation"
-    model_types = TranslationPipeline.model_types
 
     @classmethod
-    def model_stand_ins(cls, tables: dict[str, Any]) -> dict[str, Any]:
-        vocab = tables["data"].vocab_size
-        return {"src_vocab_size": vocab, "tgt_vocab_size": vocab, "pad_id": 0}
+    def model_fixed(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+        return {"pad_id": PAD_ID}
+
+    @classmethod
+    def model_pending(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+        """The vocabulary sizes BPE learns: at least its bytes and special tokens."""
+        return {"src_vocab_size": SMALLEST_BPE, "tgt_vocab_size": SMALLEST_BPE}
 
     def check(self) -> None:
         train, ev = self.train, self.eval
@@ -125,5 +130,5 @@ class TranslationRecipe(Recipe):
                 f"eval.average_last={ev.average_last} needs train.keep_last_k >= {ev.average_last} "
                 f"(or 0 = keep all), got {train.keep_last_k}"
             )
-        if getattr(self.model, "share_embeddings", False) and not self.data.joint_vocab:
+        if self.model.settings["share_embeddings"] and not self.data.joint_vocab:
             raise ValueError("[model] share_embeddings = true needs data.joint_vocab = true")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnlab.labs.complexity_decoding import MODES, DecodingMeasurements
-from attnlab.labs.complexity_measure import LayerMeasurements, fit_exponent
+from attnlab.labs.complexity.decoding import MODES, DecodingMeasurements
+from attnlab.labs.complexity.measure import LayerMeasurements, fit_exponent
 from attnlab.visualize import save_figure
 
 PANELS = (("flops", "FLOPs (counted)"), ("seconds", "forward time (s)"),

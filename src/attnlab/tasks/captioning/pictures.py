@@ -8,8 +8,8 @@ from pathlib import Path
 
 from attnlab.data.caption_set import CaptionSet
 from attnlab.pipelines import CaptioningPipeline
-from attnlab.tasks.caption_boxes import word_boxes
-from attnlab.tasks.captioning_recipe import CaptionEval
+from attnlab.tasks.captioning.boxes import word_boxes
+from attnlab.tasks.captioning.recipe import CaptionEval
 from attnlab.visualize.captions import CaptionAttention, plot_caption_attention
 
 SAMPLE_ROWS = 4

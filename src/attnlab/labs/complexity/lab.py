@@ -1,23 +1,5 @@
-"""The decks' cost tables beside measurements on this CPU (``attnlab lab complexity``).
-
-Hasegawa-Johnson (ECE 417 Lecture 21), "Why Self-Attention?" gives per-layer cost and path
-length for recurrent, convolutional and self-attention layers; Ba (CSC413 Lecture 8),
-"Computational Cost and Parallelism" training and test complexity and memory, sequential
-operations and path length for an RNN, an RNN with attention and a Transformer; Li (Transformer
-Part I), "Complexity of Attention" the O(n²d) cost and O(n²) memory of the score matrix;
-Steinert-Threlkeld (Transformers I), "Initial WMT Results" the BLEU and training FLOPs of
-Vaswani et al. 2017. The lab prints those tables as the slides do, then the measured side:
-
-1. one layer of each type at a fixed width (attnlab's :class:`MultiHeadAttention`, fused and
-   explicit; ``torch.nn.GRU``; ``torch.nn.Conv1d``) at growing ``n``: FLOPs counted (and equal
-   to :mod:`attnlab.analysis`), forward time, activation and peak memory, dependent steps and
-   path length, with log-log exponents fitted over the larger ``n``
-   (:mod:`~attnlab.labs.complexity_measure`);
-2. a GPT generating ``N`` tokens with and without the KV cache
-   (:mod:`~attnlab.labs.complexity_decoding`);
-3. the WMT table beside attnlab's trained translators, their training FLOPs counted
-   (:mod:`~attnlab.labs.complexity_translator`).
-"""
+"""The complexity lab's run and report: the decks' cost tables as the slides print them, then the
+measured tables and pictures beside them (the overview: :mod:`attnlab.labs.complexity`)."""
 
 from __future__ import annotations
 
@@ -28,14 +10,14 @@ from pathlib import Path
 import torch
 
 from attnlab.analysis import attention_cost, convolution_path_length, layer_complexity
-from attnlab.labs.complexity_decoding import (
+from attnlab.labs.complexity.decoding import (
     MODES,
     PROMPT_LEN,
     DecodingMeasurements,
     decoding_model,
     measure_decoding,
 )
-from attnlab.labs.complexity_measure import (
+from attnlab.labs.complexity.measure import (
     LayerMeasurements,
     build_layers,
     fit_exponent,
@@ -43,7 +25,7 @@ from attnlab.labs.complexity_measure import (
     path_lengths,
     quadratic_coefficient,
 )
-from attnlab.labs.complexity_translator import (
+from attnlab.labs.complexity.translator import (
     TRANSFORMER_BASE_FLOPS,
     WMT_HEADERS,
     WMT_TABLE,
@@ -117,7 +99,7 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
                       min_sample_s=settings.min_sample_s, progress=options.progress)
     _layer_tables(report, results, settings)
     _memory_table(report, results, settings)
-    from attnlab.labs.complexity_plots import plot_scaling
+    from attnlab.labs.complexity.plots import plot_scaling
 
     report.figure(plot_scaling(results, settings.fit_points, out_dir / "scaling.png"),
                   f"FLOPs, forward time and memory against n at d = {settings.d} (log-log)")
@@ -268,7 +250,7 @@ def _memory_row(report: LabReport, r: LayerMeasurements, s: Settings) -> list:
 
 def decoding_section(report: LabReport, settings: Settings, out_dir: Path, options: LabOptions) -> None:
     """Generate with and without the cache; table, exponents over the larger ``N``, picture."""
-    from attnlab.labs.complexity_plots import plot_decoding
+    from attnlab.labs.complexity.plots import plot_decoding
 
     d, heads, layers, vocab = settings.gpt
     lengths = settings.decode_lengths

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnlab.pipelines import LanguageModelPipeline
+from attnlab.data.tokenizers import SMALLEST_BPE, SMALLEST_VOCABULARY
 from attnlab.tasks.recipe import ModelTable, Recipe
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive
@@ -87,11 +87,17 @@ class LMRecipe(Recipe):
     eval: LMEval
 
     task_name = "language_model"
-    model_types = LanguageModelPipeline.model_types
 
     @classmethod
-    def model_stand_ins(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
-        return {"vocab_size": 1, "block_size": tables["data"].block_size}
+    def model_fixed(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+        return {"block_size": tables["data"].block_size}
+
+    @classmethod
+    def model_pending(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+        """The vocabulary the tokenizer learns from the text: at least BPE's bytes and special
+        tokens, or the special tokens and one character."""
+        bpe = tables["data"].tokenizer == "bpe"
+        return {"vocab_size": SMALLEST_BPE if bpe else SMALLEST_VOCABULARY}
 
     def check(self) -> None:
         if self.train.max_steps is None:

@@ -8,7 +8,7 @@ the text trains, the rest validates; training batches are random contiguous wind
 gradient clipping (the :class:`~attnlab.training.Trainer`).
 
 A recipe (``configs/shakespeare_char.toml``) maps 1:1 onto :class:`LMRecipe`
-(:mod:`attnlab.tasks.lm_recipe`); its ``[model] type`` picks the model: a GPT by default, or
+(:mod:`attnlab.tasks.language_model.recipe`); its ``[model] type`` picks the model: a GPT by default, or
 the recurrent ``lstm`` / ``lstmn`` of Cheng et al. (2016), trained the same way.
 
 The final ``val_loss`` in ``results.json`` (and ``attnlab evaluate``) covers the whole
@@ -36,7 +36,7 @@ from attnlab.evaluation import perplexity
 from attnlab.memory import Need, sized
 from attnlab.pipelines import LanguageModelPipeline
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
-from attnlab.tasks.lm_recipe import LMData, LMRecipe
+from attnlab.tasks.language_model.recipe import LMData, LMRecipe
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
 from attnlab.validation import counted
@@ -139,8 +139,7 @@ class LanguageModelTask(Task):
 
     def build_model(self) -> nn.Module:
         """The recipe's ``[model] type`` (a GPT by default; ``lstm``, ``lstmn``)."""
-        data = self.recipe.data
-        return self.recipe.model.build_model(vocab_size=self.tokenizer.vocab_size, block_size=data.block_size)
+        return self.recipe.model.build_model(vocab_size=self.tokenizer.vocab_size)
 
     def describe(self, model: nn.Module) -> str:
         return (
@@ -155,9 +154,9 @@ class LanguageModelTask(Task):
         a training batch (``d_model`` of a GPT, ``hidden_dim`` of an LSTM)."""
         d, model = self.recipe.data, self.recipe.model
         windows = {"data.batch_size": d.batch_size, "data.block_size": d.block_size}
-        width = "d_model" if hasattr(model, "d_model") else "hidden_dim"
+        width = "d_model" if model.type == "gpt" else "hidden_dim"  # the recurrent models' state
         batches = {"(1 + eval.eval_iters)": 1 + self.recipe.eval.eval_iters, **windows, "ids and targets": 2}
-        activations = {**windows, f"model.{width}": getattr(model, width)}
+        activations = {**windows, f"model.{width}": model.settings[width]}
         needs = [*super().memory_needs(), sized("one layer's activations", activations, 4),
                  sized("the training and validation windows", batches, 8, "ids", host=True)]
         return needs + ([bpe_need(d.vocab_size, "data.vocab_size")] if d.tokenizer == "bpe" else [])

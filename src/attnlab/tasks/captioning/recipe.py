@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnlab.pipelines import CaptioningPipeline
+from attnlab.data.tokenizers import PAD_ID, SMALLEST_VOCABULARY
 from attnlab.tasks.recipe import ModelTable, Recipe
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive
@@ -108,12 +108,16 @@ class CaptionRecipe(Recipe):
     eval: CaptionEval
 
     task_name = "captioning"
-    model_types = CaptioningPipeline.model_types
 
     @classmethod
-    def model_stand_ins(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+    def model_fixed(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
         data = tables["data"]
-        return {"vocab_size": 8, "pad_id": 0, "in_channels": data.channels, "image_size": data.size}
+        return {"pad_id": PAD_ID, "in_channels": data.channels, "image_size": data.size}
+
+    @classmethod
+    def model_pending(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
+        """The vocabulary of the training captions: at least the special tokens and one word."""
+        return {"vocab_size": SMALLEST_VOCABULARY}
 
     def check(self) -> None:
         if self.train.max_steps is None:

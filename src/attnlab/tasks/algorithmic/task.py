@@ -1,7 +1,7 @@
 """The Neural Turing Machine's algorithmic tasks as a training task (Graves, Wayne & Danihelka
 2014, §4; Ba (CSC413 Lecture 8), "Neural Turing Machines").
 
-A recipe (:mod:`attnlab.tasks.algorithmic_recipe`) names the task
+A recipe (:mod:`attnlab.tasks.algorithmic.recipe`) names the task
 (copy, repeat copy, associative recall, priority sort), the model (``ntm`` or the
 ``sequence_lstm`` baseline) and the training range. Training draws an endless, seeded stream of
 episodes (:mod:`attnlab.data.algorithmic`) at random lengths in that range; each step's loss is
@@ -34,7 +34,7 @@ from attnlab.devices import model_device, to_device
 from attnlab.generation.state import inference
 from attnlab.memory import Need, sized
 from attnlab.models import load_pretrained
-from attnlab.tasks.algorithmic_recipe import AlgorithmicData, AlgorithmicRecipe
+from attnlab.tasks.algorithmic.recipe import AlgorithmicData, AlgorithmicRecipe
 from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
@@ -141,8 +141,7 @@ class AlgorithmicTask(Task):
         self.val_batches = fixed_episodes(d, self.recipe.eval.val_sequences, d.seed + 10_000)
 
     def build_model(self) -> nn.Module:
-        input_dim, output_dim = task_dims(self.recipe.data.task, self.recipe.data.bits)
-        return self.recipe.model.build_model(input_dim=input_dim, output_dim=output_dim)
+        return self.recipe.model.build_model()
 
     def describe(self, model: nn.Module) -> str:
         d = self.recipe.data
@@ -167,8 +166,8 @@ class AlgorithmicTask(Task):
         needs = [*super().memory_needs(), val, max(train, test, key=lambda need: need.nbytes)]
         if model.type == "ntm":
             needs.append(sized("the NTM's memory", {
-                "data.batch_size": d.batch_size, "model.memory_size": model.memory_size,
-                "model.memory_width": model.memory_width}, 4))
+                "data.batch_size": d.batch_size, "model.memory_size": model.settings["memory_size"],
+                "model.memory_width": model.settings["memory_width"]}, 4))
         return needs
 
     def train_data(self) -> Callable[[int], Iterator[Episode]]:
