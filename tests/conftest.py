@@ -8,6 +8,7 @@ beside it). The real corpora are found through ATTNLAB_DATA, defaulting to the
 
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,11 @@ import torch
 torch.set_num_threads(1)
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # the CLI's default threads, in-process and in subprocesses
 
-_DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The tests sit in folders mirroring src/ and import their helpers (explorer_toys, repo_paths,
+# ...) from this folder, whatever folder pytest puts on the path for the test itself.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from repo_paths import SHARED_DATA as _DEFAULT_DATA  # noqa: E402
+
 if "ATTNLAB_DATA" not in os.environ and _DEFAULT_DATA.is_dir():
     os.environ["ATTNLAB_DATA"] = str(_DEFAULT_DATA)
 

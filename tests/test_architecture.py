@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import attnlab
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "attnlab"
 
 # docs/design.md, "The floors": a module may import its own floor's package and the floors below.

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
+
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 from attnlab.data import load_multi30k
 from attnlab.evaluation import Score, bleu, chrf, perplexity
+from repo_paths import SHARED_DATA
 
-SHARED_DATA = Path(__file__).parents[2] / "shared" / "data"
 REAL_DATA = Path(os.environ["ATTNLAB_DATA"]) if os.environ.get("ATTNLAB_DATA") else SHARED_DATA
 requires_data = pytest.mark.skipif(
     not os.environ.get("ATTNLAB_DATA") and not SHARED_DATA.is_dir(),

@@ -22,10 +22,10 @@ from attnlab.cli import main
 from attnlab.data.tokenizers import WordTokenizer
 from attnlab.models import ShowAttendTell, ShowAttendTellConfig
 from explorer_toys import translator_checkpoint
-from test_run_dir import NTM, TINY
+from repo_paths import SRC
 from trained_toys import caption_recipe
+from training_toys import NTM, TINY
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 LIMIT = 4096  # bytes a process may write into one file: less than any picture or page attnlab writes
 OLD = b"the old file, complete"
 CAPTIONS = ["a red square", "two green dots", "one blue line"]

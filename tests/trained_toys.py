@@ -1,7 +1,7 @@
 """Tiny trained runs for the tests that need a real checkpoint: each trains in seconds through
 ``attnlab train`` on the real corpora (Multi30k, tinyshakespeare, MNIST scenes) or the NTM's
 synthetic copy task. The task tests (translation, RNN translation, algorithmic, captioning,
-language model) and the labs' tests (``tests/test_labs_checkpoints.py``) build their fixtures
+language model) and the labs' tests (``tests/labs/test_labs_checkpoints.py``) build their fixtures
 from these."""
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from attnlab.training.losses import label_smoothed_cross_entropy
+from repo_paths import CONFIGS
 
 PAD = 0
 
@@ -103,3 +104,12 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# A 4-step run of configs/ntm_copy.toml through `attnlab train`: no corpus, about a second.
+NTM = CONFIGS / "ntm_copy.toml"
+TINY = [
+    "train.max_steps=4", "optim.warmup=1", "train.save_every=2", "train.eval_every=2",
+    "eval.val_sequences=2", "eval.test_lengths=[5]", "eval.test_sequences=2", "model.controller_dim=8",
+    "model.memory_size=8", "data.max_length=5", "train.progress=false", "train.log_every=1",
+]

@@ -21,8 +21,8 @@ from attnlab.data import (
     load_tinyshakespeare,
     multi30k,
 )
+from repo_paths import SHARED_DATA
 
-SHARED_DATA = Path(__file__).parents[2] / "shared" / "data"
 REAL_DATA = Path(os.environ["ATTNLAB_DATA"]) if os.environ.get("ATTNLAB_DATA") else SHARED_DATA
 requires_data = pytest.mark.skipif(
     not os.environ.get("ATTNLAB_DATA") and not SHARED_DATA.is_dir(),

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from attnlab.tasks import TASKS, load_recipe
+from repo_paths import CONFIGS
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 RECIPES = sorted(p for p in CONFIGS.glob("*.toml") if "\ntask =" in "\n" + p.read_text())
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +36,7 @@ from attnlab.tasks import (
 )
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
+from repo_paths import CONFIGS
 
 
 @dataclass
@@ -267,7 +267,7 @@ def test_a_model_registers_itself_once():
 def test_every_shipped_recipe_names_a_registered_task():
     from attnlab.tasks import load_recipe
 
-    configs = Path(__file__).resolve().parents[1] / "configs"
+    configs = CONFIGS
     for path in sorted(configs.glob("*.toml")):
         raw = load_recipe(path)  # every recipe names its task, the fine-tuning one too
         TASKS[raw["task"]].recipe_class.from_dict(raw)

@@ -20,9 +20,9 @@ from attnlab.checkpoint import list_checkpoints, load_state
 from attnlab.cli import main
 from attnlab.training.metrics import read_metrics
 from explorer_toys import gpt_checkpoint, translator_checkpoint
+from repo_paths import ROOT
 from trained_toys import ALGORITHMIC_RECIPE, NTM_TABLE
 
-ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 LM_RECIPE = ROOT / "configs" / "shakespeare_nanogpt_cpu.toml"
 

@@ -1,6 +1,6 @@
 """The command line's numbers (attnlab.cli.options): every value out of what an option can mean is
 refused by argparse in one line naming the option, before anything runs. (The explorer's
-commands check theirs with the API's own request checks: tests/test_explorer_cli.py.)"""
+commands check theirs with the API's own request checks: tests/explorer/test_explorer_cli.py.)"""
 
 from __future__ import annotations
 

@@ -19,9 +19,9 @@ from attnlab.data import (
 )
 from attnlab.data.corpora import TINYSHAKESPEARE_SHA256
 from attnlab.data.multi30k import LANGUAGES, NUM_PAIRS, SHA256, SPLITS
+from repo_paths import SHARED_DATA
 
 # Real corpora: $ATTNLAB_DATA, else ../shared/data beside the repository.
-SHARED_DATA = Path(__file__).parents[2] / "shared" / "data"
 REAL_DATA = Path(os.environ["ATTNLAB_DATA"]) if os.environ.get("ATTNLAB_DATA") else SHARED_DATA
 requires_data = pytest.mark.skipif(
     not os.environ.get("ATTNLAB_DATA") and not SHARED_DATA.is_dir(),

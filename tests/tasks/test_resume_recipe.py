@@ -12,8 +12,8 @@ import pytest
 
 from attnlab.checkpoint import run_dir_of
 from attnlab.cli import main
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "shakespeare_nanogpt_cpu.toml"
 TINY = [
     "model.num_layers=1", "model.d_model=32", "model.num_heads=2", "data.block_size=16",

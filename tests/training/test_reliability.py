@@ -28,9 +28,9 @@ from attnlab.training.metrics import MetricsLog, read_metrics
 from attnlab.training.run_dir import RunDirectoryInUse, RunLock, writing_run
 from attnlab.training.state import load_trainer_state
 from reliability_worker import RESULTS, results_record
+from repo_paths import SRC, TESTS
 
-WORKER = Path(__file__).with_name("reliability_worker.py")
-SRC = Path(__file__).resolve().parents[1] / "src"
+WORKER = TESTS / "reliability_worker.py"
 
 
 def worker(run_dir: Path, *args: str, wait: bool = True, **kw) -> subprocess.Popen:

@@ -14,8 +14,8 @@ from attnlab.cli import build_parser
 from attnlab.labs.demo import DEMO_RECIPE, find_recipe, run_pooling_demo
 from attnlab.tasks import load_recipe
 from attnlab.tasks.translation.recipe import TranslationRecipe
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MULTI30K = Path(os.environ.get("ATTNLAB_DATA", ROOT.parent / "shared" / "data")) / "multi30k"
 
 # Measured: `make demo` on the 2-core machine gave sacreBLEU DEMO_BLEU_MEASURED

@@ -21,17 +21,11 @@ from attnlab.tasks import load_recipe
 from attnlab.tasks.classification import compare_transfer
 from attnlab.training import TrainConfig, Trainer
 from attnlab.training.run_dir import RunLock, command_line, writing_run
+from repo_paths import ROOT
 from trained_toys import requires_mnist
-from training_toys import lm_loss, make_batches, make_model
+from training_toys import NTM, TINY, lm_loss, make_batches, make_model
 
-ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-NTM = ROOT / "configs" / "ntm_copy.toml"
-TINY = [  # a 4-step NTM run: no corpus, about a second
-    "train.max_steps=4", "optim.warmup=1", "train.save_every=2", "train.eval_every=2",
-    "eval.val_sequences=2", "eval.test_lengths=[5]", "eval.test_sequences=2", "model.controller_dim=8",
-    "model.memory_size=8", "data.max_length=5", "train.progress=false", "train.log_every=1",
-]
 
 
 def train(*argv: object) -> int:
@@ -206,7 +200,7 @@ def test_a_recipe_refused_after_its_data_is_read_leaves_no_directory(tmp_path, c
 
 
 def test_a_run_directory_name_that_is_not_utf8_is_refused_creating_nothing(tmp_path, capsys):
-    """The command refuses it as an argument (tests/test_cli_boundary.py); the library's own
+    """The command refuses it as an argument (tests/cli/test_cli_boundary.py); the library's own
     entry point refuses it too, before anything is created."""
     run = tmp_path / os.fsdecode(b"caf\xe9")
     with pytest.raises(SystemExit) as exit_info:

@@ -27,8 +27,8 @@ from attnlab.data.classification import (
     shakespeare_vs_kjv,
 )
 from attnlab.data.tokenizers import CharTokenizer
+from repo_paths import SHARED_DATA
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATA = Path(os.environ.get("ATTNLAB_DATA") or SHARED_DATA)
 SHAKESPEARE = DATA / "tinyshakespeare" / "input.txt"
 

@@ -34,10 +34,10 @@ from attnlab.models.gpt import GPT
 from attnlab.models.transformer import Transformer
 from attnlab.tasks import load_recipe, train
 from attnlab.tasks.classification import ClassificationRecipe, accuracy, compare_transfer
+from repo_paths import CONFIGS, SHARED_DATA
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHAKESPEARE = Path(os.environ.get("ATTNLAB_DATA") or SHARED_DATA) / "tinyshakespeare" / "input.txt"
-RECIPE = Path(__file__).resolve().parents[1] / "configs" / "shakespeare_vs_kjv.toml"
+RECIPE = CONFIGS / "shakespeare_vs_kjv.toml"
 TINY = {"block_size": 64, "d_model": 32, "num_heads": 2, "num_layers": 2}
 # The recipe's [model.gpt] made the tiny GPT's (a checkpoint's config must agree with it).
 TINY_BODY = [f"model.gpt.{k}={v}" for k, v in TINY.items()] + ["model.gpt.bias=true"]
@@ -244,7 +244,7 @@ def test_a_pretrained_body_must_agree_with_the_recipe_and_only_a_classifier_take
     raw["model"]["gpt"]["d_model"] = 64
     with pytest.raises(ValueError, match=r"\[model\] gpt.d_model = 64 but init_from .* has gpt.d_model = 32"):
         ClassificationRecipe.from_dict(raw)
-    lm = load_recipe(Path(__file__).resolve().parents[1] / "configs" / "shakespeare_char.toml",
+    lm = load_recipe(CONFIGS / "shakespeare_char.toml",
                      [f"model.init_from={json.dumps(str(checkpoint))}"])
     with pytest.raises(ValueError, match="unknown key 'init_from' in \\[model\\]"):
         train(lm, run_dir=tmp_path / "lm")

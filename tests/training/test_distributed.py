@@ -13,6 +13,7 @@ import torch
 
 from attnlab.training import TrainConfig, Trainer, lambda_lr, list_checkpoints, noam
 from attnlab.training import distributed as dist
+from repo_paths import TESTS
 from training_toys import (  # noqa: F401 (one_thread is an autouse fixture)
     PAD,
     concat,
@@ -24,7 +25,6 @@ from training_toys import (  # noqa: F401 (one_thread is an autouse fixture)
 
 WORLD = 2
 STEPS = 3
-TESTS_DIR = Path(__file__).parent
 
 
 def _global_batches():
@@ -86,7 +86,7 @@ def two_process_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
     port = _free_port()
     code = (
-        f"import sys; sys.path.insert(0, {str(TESTS_DIR)!r}); "
+        f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(Path(__file__).resolve().parent)!r}]; "
         f"import test_distributed as t; t._worker({str(out)!r})"
     )
     procs = []

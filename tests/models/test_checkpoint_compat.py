@@ -11,7 +11,6 @@ today's names.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -31,8 +30,9 @@ from attnlab.models import (
 )
 from attnlab.tasks import LMRecipe, load_recipe
 from attnlab.training import OptimConfig
+from repo_paths import CONFIGS, FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "checkpoints_v0_1"
+FIXTURES = FIXTURES / "checkpoints_v0_1"
 SRC = torch.tensor([[3, 4, 5, 6, 0], [7, 8, 9, 0, 0]])
 TGT = torch.tensor([[1, 5, 6, 7], [1, 8, 9, 10]])
 IDX = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]])
@@ -87,7 +87,7 @@ def test_old_gpt_config_is_upgraded():
 def test_a_recipe_with_an_old_name_is_told_the_new_one():
     with pytest.raises(ValueError, match="'tie_weights' in .* was renamed to 'tie_output'"):
         GPTConfig.from_dict({"vocab_size": 10, "tie_weights": True})
-    config = Path(__file__).resolve().parents[1] / "configs" / "shakespeare_nanogpt_cpu.toml"
+    config = CONFIGS / "shakespeare_nanogpt_cpu.toml"
     with pytest.raises(ValueError, match="renamed to 'tie_output'"):
         LMRecipe.from_dict(load_recipe(config, ["model.tie_weights=false"]))
     with pytest.raises(ValueError, match="'total_steps' in .* was renamed to 'decay_steps'"):
@@ -95,7 +95,7 @@ def test_a_recipe_with_an_old_name_is_told_the_new_one():
 
 
 # ----------------------------------------------------------------------------- recurrent models
-RECURRENT = Path(__file__).parent / "fixtures" / "recurrent_v0_1"
+RECURRENT = FIXTURES / "recurrent_v0_1"
 IMAGES = torch.arange(128, dtype=torch.float32).reshape(2, 1, 8, 8) / 128
 RECURRENT_CALLS = {  # written by attnlab 0.1 at commit e012971, weights moved off their init
     "attention_seq2seq": (AttentionSeq2Seq, lambda m: m(SRC, TGT)),  # the location score
