@@ -92,6 +92,54 @@ def test_imports_go_down_the_floors(name):
         )
 
 
+# docs/design.md, "Three wings": the lecture core defines, the engine runs, the applications use.
+WINGS = {
+    "foundation": ("attnlab", "attnlab.validation", "attnlab.runtime", "attnlab.devices",
+                   "attnlab.evaluation", "attnlab.atomic", "attnlab.signals", "attnlab.measure",
+                   "attnlab.memory", "attnlab.parsing", "attnlab.config", "attnlab.checkpoint",
+                   "attnlab.visualize"),
+    "lecture core": ("attnlab.attention", "attnlab.modules", "attnlab.models", "attnlab.interop",
+                     "attnlab.analysis"),
+    "engine": ("attnlab.training", "attnlab.generation", "attnlab.data"),
+    "applications": ("attnlab.pipelines", "attnlab.tasks", "attnlab.labs", "attnlab.explorer",
+                     "attnlab.cli"),
+}
+ENGINE_SEES = ("attnlab.attention", "attnlab.modules", "attnlab.models.base")  # the seams, never a model
+
+
+def wing(name: str) -> str:
+    return next(w for w, units in WINGS.items() if unit(name) in units)
+
+
+def test_every_package_is_in_one_wing():
+    units = [u for level in FLOORS for u in level]
+    assert sorted(units) == sorted(u for group in WINGS.values() for u in group)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_the_wings_import_as_the_design_says(name):
+    """The foundation imports only itself; the lecture core only itself and the foundation;
+    the engine runs any model through the core's seams and never names a model; only the
+    applications import the applications."""
+    allowed = {"foundation": {"foundation"}, "lecture core": {"foundation", "lecture core"},
+               "engine": {"foundation", "engine"}, "applications": set(WINGS)}[wing(name)]
+    for target in GRAPH[name]:
+        seam = wing(name) == "engine" and target.startswith(ENGINE_SEES)
+        assert wing(target) in allowed or seam, (
+            f"{name} ({wing(name)}) imports {target} ({wing(target)}); docs/design.md, 'Three wings'"
+        )
+
+
+def test_the_tests_mirror_the_source():
+    """tests/ holds one folder per package of src/attnlab (the floor-0 modules' tests at its top)."""
+    tests = ROOT / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("fixtures", "__pycache__")}
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    assert folders <= packages, f"test folders without a package: {sorted(folders - packages)}"
+    for folder in folders:
+        assert list((tests / folder).glob("test_*.py")), f"tests/{folder} holds no tests"
+
+
 def test_no_import_cycles():
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
 

@@ -30,9 +30,10 @@ from attnlab.models import (
 )
 from attnlab.tasks import LMRecipe, load_recipe
 from attnlab.training import OptimConfig
-from repo_paths import CONFIGS, FIXTURES
+from repo_paths import CONFIGS
+from repo_paths import FIXTURES as ALL_FIXTURES
 
-FIXTURES = FIXTURES / "checkpoints_v0_1"
+FIXTURES = ALL_FIXTURES / "checkpoints_v0_1"
 SRC = torch.tensor([[3, 4, 5, 6, 0], [7, 8, 9, 0, 0]])
 TGT = torch.tensor([[1, 5, 6, 7], [1, 8, 9, 10]])
 IDX = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]])
@@ -95,7 +96,7 @@ def test_a_recipe_with_an_old_name_is_told_the_new_one():
 
 
 # ----------------------------------------------------------------------------- recurrent models
-RECURRENT = FIXTURES / "recurrent_v0_1"
+RECURRENT = ALL_FIXTURES / "recurrent_v0_1"
 IMAGES = torch.arange(128, dtype=torch.float32).reshape(2, 1, 8, 8) / 128
 RECURRENT_CALLS = {  # written by attnlab 0.1 at commit e012971, weights moved off their init
     "attention_seq2seq": (AttentionSeq2Seq, lambda m: m(SRC, TGT)),  # the location score

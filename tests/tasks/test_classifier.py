@@ -27,7 +27,7 @@ from attnlab.data.classification import (
     pad_batch,
     shakespeare_vs_kjv,
 )
-from attnlab.data.tokenizers import CharTokenizer
+from attnlab.data.tokenizers import SPECIAL_TOKENS, CharTokenizer
 from attnlab.models import GPTConfig, TransformerConfig
 from attnlab.models.classifier import GPTClassifierConfig, GPTForSequenceClassification
 from attnlab.models.gpt import GPT
@@ -90,7 +90,7 @@ def test_loss_is_gpt1_eq5():
     seqs = [[1, *s, 2] for s in seqs]  # <bos> text <eos>
     idx, lengths = pad_batch(seqs)
     labels = torch.tensor([0, 2, 1, 2])
-    loss, parts = clf.loss(idx, labels, lengths, lm_weight=0.5)
+    loss, parts = clf.loss(idx, labels, lengths, lm_weight=0.5, special_ids=len(SPECIAL_TOKENS))
     cls = F.cross_entropy(clf(idx, lengths), labels)
     terms = []  # the LM term rebuilt row by row: next-token NLL of every text target
     for s in seqs:
@@ -108,7 +108,8 @@ def test_loss_is_gpt1_eq5():
 def test_gradients_reach_body_and_head():
     clf = tiny_classifier().train()
     _, idx, lengths = ragged_batch(3)
-    loss, _ = clf.loss(idx, torch.tensor([0, 1, 2, 0]), lengths, lm_weight=0.5)
+    loss, _ = clf.loss(idx, torch.tensor([0, 1, 2, 0]), lengths, lm_weight=0.5,
+                       special_ids=len(SPECIAL_TOKENS))
     loss.backward()
     for name in ("head.weight", "head.bias", "gpt.tok_embed.weight", "gpt.decoder.layers.0.ffn.w1.weight"):
         grad = dict(clf.named_parameters())[name].grad

@@ -28,7 +28,6 @@ from torch import Tensor, nn
 from attnlab.attention.masks import lengths_to_mask
 from attnlab.checkpoint import load_config
 from attnlab.config import Config
-from attnlab.data.tokenizers import SPECIAL_TOKENS
 from attnlab.models.base import PretrainedModel, register_model
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.modules.sequence_pooling import pool
@@ -157,13 +156,15 @@ class GPTForSequenceClassification(PretrainedModel):
         return self.head(self.dropout(self.pool(h, lengths)))  # (B, C)
 
     def loss(
-        self, idx: Tensor, labels: Tensor, lengths: Tensor | None = None, *, lm_weight: float = 0.0
+        self, idx: Tensor, labels: Tensor, lengths: Tensor | None = None, *, lm_weight: float = 0.0,
+        special_ids: int = 0,
     ) -> tuple[Tensor, dict[str, float]]:
         """GPT-1's L3 = L2 + λ·L1 (eq. 5) as mean cross-entropies; also ``{"cls", "lm"}``.
 
-        The LM term predicts each next token of the text; targets that are special ids
-        (pad, ``<bos>``, ``<eos>``, ``<unk>``) are ignored, so padding and the delimiters
-        are learned through the classification loss only. ``lm_weight=0`` skips it.
+        The LM term predicts each next token of the text; targets below ``special_ids`` (the
+        tokenizer's special tokens: pad, ``<bos>``, ``<eos>``, ``<unk>``) are ignored, so padding
+        and the delimiters are learned through the classification loss only. ``lm_weight=0``
+        skips it.
         """
         if lm_weight < 0:
             raise ValueError(f"lm_weight must be >= 0, got {lm_weight}")
@@ -180,7 +181,7 @@ class GPTForSequenceClassification(PretrainedModel):
         if lm_weight == 0:
             return cls_loss, parts
         lm_logits = self.gpt.head(h[:, :-1])  # (B, n-1, V)
-        targets = idx[:, 1:].masked_fill(idx[:, 1:] < len(SPECIAL_TOKENS), -100)  # (B, n-1)
+        targets = idx[:, 1:].masked_fill(idx[:, 1:] < special_ids, -100)  # (B, n-1)
         if not bool((targets != -100).any()):
             raise ValueError("lm_weight > 0 but the batch has no text tokens to predict")
         lm_loss = F.cross_entropy(lm_logits.flatten(0, 1), targets.flatten(), ignore_index=-100)

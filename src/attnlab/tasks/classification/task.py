@@ -40,7 +40,13 @@ from attnlab.data.classification import (
     load_shakespeare_vs_kjv,
     pad_batch,
 )
-from attnlab.data.tokenizers import TOKENIZER_FILE, AnyTokenizer, CharTokenizer, load_tokenizer
+from attnlab.data.tokenizers import (
+    SPECIAL_TOKENS,
+    TOKENIZER_FILE,
+    AnyTokenizer,
+    CharTokenizer,
+    load_tokenizer,
+)
 from attnlab.devices import model_device, to_device
 from attnlab.models import GPT, GPTForSequenceClassification
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
@@ -156,7 +162,8 @@ class ClassificationTask(Task):
     def loss(self, model: nn.Module, batch: tuple[Tensor, Tensor, Tensor]) -> tuple[Tensor, int]:
         """GPT-1's L3 (eq. 5) summed over the batch's examples, and their count."""
         idx, lengths, labels = batch
-        loss, _ = model.loss(idx, labels, lengths, lm_weight=self.recipe.optim.lm_weight)
+        loss, _ = model.loss(idx, labels, lengths, lm_weight=self.recipe.optim.lm_weight,
+                             special_ids=len(SPECIAL_TOKENS))
         return loss * len(labels), len(labels)
 
     def validate(self, model: nn.Module) -> dict[str, float]:
