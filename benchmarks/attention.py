@@ -1,4 +1,4 @@
-"""attnlab's attention vs PyTorch's: time ratio and peak memory (issue 2, "Performance").
+"""attnlab's attention vs PyTorch's: time ratio and peak memory.
 
     .venv/bin/python benchmarks/attention.py            # full run (~10 min on 2 cores)
     .venv/bin/python benchmarks/attention.py --quick    # n <= 1024, fewer rounds (~2 min)

@@ -1,4 +1,4 @@
-"""Where the explicit bf16 attention path stops beating PyTorch's fused CPU kernel (issue 19).
+"""Where the explicit bf16 attention path stops beating PyTorch's fused CPU kernel.
 
     .venv/bin/python benchmarks/attention_threshold.py              # ~3 min on 2 cores
     .venv/bin/python benchmarks/attention_threshold.py --threads 1 --rounds 9

@@ -1,5 +1,5 @@
 """Show, Attend and Tell against the same decoder without attention, on scenes of real
-handwriting (issue 17).
+handwriting.
 
     ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/captioning.py [--out-dir runs/captioning] \
         [--img-dir docs/img] [--set KEY=VALUE ...]

@@ -1,4 +1,4 @@
-"""GPT against LSTM against LSTMN on tinyshakespeare at equal steps and at equal minutes (issue 15).
+"""GPT against LSTM against LSTMN on tinyshakespeare at equal steps and at equal minutes.
 
     ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/compare_lms.py [--minutes 10] \
         [--out-dir runs/compare_lms] [--picture docs/img/lm_loss_by_minute.png]

@@ -1,4 +1,4 @@
-"""The head-to-head table of the translators (issue 15): why attention won.
+"""The head-to-head table of the translators: why attention won.
 
     ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/compare_translators.py \
         runs/multi30k_de_en runs/multi30k_bahdanau runs/multi30k_rnn [--names ...] \

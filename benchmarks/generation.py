@@ -1,10 +1,10 @@
-"""Decoding cost: sampling with vs without the KV cache (issue 5), beam-5 vs greedy (issue 4),
-greedy decoding vs a minimal preallocated KV cache (issue 19).
+"""Decoding cost: sampling with vs without the KV cache, beam-5 vs greedy,
+greedy decoding vs a minimal preallocated KV cache.
 
     .venv/bin/python benchmarks/generation.py            # ~6 min on 2 loaded cores
     .venv/bin/python benchmarks/generation.py --quick    # fewer tokens and sentences
     .venv/bin/python benchmarks/generation.py --only c   # one table
-    .venv/bin/python benchmarks/generation.py --only b --rounds 5   # issue 19's beam/greedy
+    .venv/bin/python benchmarks/generation.py --only b --rounds 5   # beam/greedy
 
 (a) KV cache. A GPT of nanoGPT's CPU size (4 layers, 4 heads, d = 128, vocabulary 65 as
 tinyshakespeare's characters) samples 500 new tokens after a 256-token prompt, with
@@ -134,7 +134,7 @@ def cache_table(args: argparse.Namespace) -> None:
 
 
 def minimal_greedy(model: GPT, prompt: torch.Tensor, new_tokens: int) -> list[list[int]]:
-    """The reference: greedy decoding of ``model``'s weights in plain PyTorch (issue 19).
+    """The reference: greedy decoding of ``model``'s weights in plain PyTorch.
 
     Pre-LN GPT with learned positions, GELU and a tied head, as ``nn.TransformerEncoderLayer``
     code would run it: per-layer key/value buffers ``(B, H, T_max, d_h)`` allocated once and
@@ -254,7 +254,7 @@ def translation_table(args: argparse.Namespace) -> None:
 
 
 def minimal_translate(model: Transformer, src: torch.Tensor, steps: int) -> list[list[int]]:
-    """The reference for (d): greedy decoding of ``model``'s weights in plain PyTorch (issue 19).
+    """The reference for (d): greedy decoding of ``model``'s weights in plain PyTorch.
 
     The post-LN Transformer of (b) (``norm_first=False``, ReLU, sinusoidal positions, embeddings
     × √d, shared embeddings tied to the head) as ``nn.Transformer`` code would run it: the source

@@ -1,4 +1,4 @@
-"""The GPT training step against a plain-PyTorch GPT and the bf16 matmul ceiling (issue 19).
+"""The GPT training step against a plain-PyTorch GPT and the bf16 matmul ceiling.
 
     .venv/bin/python benchmarks/gpt_training.py                 # bf16 autocast, 2 threads
     .venv/bin/python benchmarks/gpt_training.py --float32 --rounds 3

@@ -1,4 +1,4 @@
-"""Whole models side by side (issue 3, "Performance"): attnlab vs PyTorch and sentence-transformers.
+"""Whole models side by side: attnlab vs PyTorch and sentence-transformers.
 
     .venv/bin/python benchmarks/models.py            # full run (a few minutes on 2 cores)
     .venv/bin/python benchmarks/models.py --quick    # fewer rounds, 250 sentences

@@ -1,4 +1,4 @@
-"""nanoGPT's documented CPU run, attnlab against a plain-PyTorch reference, seed by seed (issue 5).
+"""nanoGPT's documented CPU run, attnlab against a plain-PyTorch reference, seed by seed.
 
     ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/nanogpt_cpu.py --seeds 1337 1 2 3
     ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/nanogpt_cpu.py --seeds 1337 1 2 3 \

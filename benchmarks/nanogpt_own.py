@@ -1,4 +1,4 @@
-"""nanoGPT's own ``train.py`` on its README's CPU command against ``attnlab train`` (issue 19).
+"""nanoGPT's own ``train.py`` on its README's CPU command against ``attnlab train``.
 
     git clone https://github.com/karpathy/nanoGPT /tmp/nanoGPT   # any checkout of it
     ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/nanogpt_own.py --nanogpt /tmp/nanoGPT

@@ -1,4 +1,4 @@
-"""The Neural Turing Machine against its LSTM baseline on one of the paper's tasks (issue 16).
+"""The Neural Turing Machine against its LSTM baseline on one of the paper's tasks.
 
     ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/ntm_tasks.py copy [--seeds 0 1 2] \
         [--lstm-seeds 0] [--out-dir runs/ntm] [--img-dir docs/img] [--set KEY=VALUE ...]

@@ -1,4 +1,4 @@
-"""Greedy decoding of the RNN translators against a minimal plain-PyTorch decoder (issue 19).
+"""Greedy decoding of the RNN translators against a minimal plain-PyTorch decoder.
 
     .venv/bin/python benchmarks/rnn_decoding.py --rounds 5          # ~1.5 min on 2 loaded cores
     .venv/bin/python benchmarks/rnn_decoding.py --quick             # 2 rounds, batches 1 and 8

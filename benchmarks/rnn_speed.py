@@ -1,4 +1,4 @@
-"""Training speed of the three translators side by side, and what bf16 and fused RNNs buy (issue 15).
+"""Training speed of the three translators side by side, and what bf16 and fused RNNs buy.
 
     ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/rnn_speed.py [--rounds 3] [--batches 4]
 

@@ -1,4 +1,4 @@
-"""The translator's training step and decoding cost (issue 4, "Performance").
+"""The translator's training step and decoding cost.
 
     .venv/bin/python benchmarks/training.py                      # (a) eager, bf16 and float32
     .venv/bin/python benchmarks/training.py --compile            # (a) plus torch.compile rows

@@ -2,7 +2,7 @@
 and the matmul ceilings measured here and now.
 
 Machines of one kind differ: an Intel CPU with AMX reaches about 2,200 GFLOP/s in bf16 matmul
-and an AMD EPYC with avx512_bf16 but no AMX about 850, so an absolute tokens/s says little
+and an AMD EPYC with avx512_bf16 but no AMX about 400-420 on two threads, so an absolute tokens/s says little
 without the machine. Every benchmark prints :func:`header` first; docs/benchmarks.md quotes
 ratios measured in one run first and absolute figures with their machine.
 """

@@ -40,7 +40,7 @@ class RotaryEmbedding(nn.Module):
 
         Rows of a table computed once per device and precision (angles in float64, float32 on
         MPS) and doubled when a longer sequence comes, so a training or decoding step only
-        slices it (issue 19: "cache RoPE's cos/sin per length and device"). The table never
+        slices it (cos/sin cached per length and device). The table never
         joins autograd, even when first built while decoding.
         """
         if offset < 0:

@@ -78,7 +78,7 @@ def param_groups(model: nn.Module, weight_decay: float, *, decay_embeddings: boo
 def fused_kernel(params: Iterable[nn.Parameter]) -> bool:
     """Whether PyTorch's fused Adam/AdamW kernel can update ``params`` (floating tensors on the
     CPU, CUDA or MPS): one kernel per tensor instead of a dozen elementwise ops, the same
-    update rule (issue 19 lever "fused AdamW")."""
+    update rule (the fused AdamW)."""
     params = list(params)
     return bool(params) and all(
         p.is_floating_point() and not p.is_sparse and p.device.type in ("cpu", "cuda", "mps")
