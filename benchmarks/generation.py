@@ -27,7 +27,7 @@ repeated 1 or 5 times — no search, no bookkeeping. Beam 5 scores 5 rows a sour
 cost less than the second floor (less its first step, which beam search runs on one row a
 source), whatever its bookkeeping does.
 
-(c) Issue 19: greedy decoding of the issue's GPT (10.8 M: d = 384, 6 layers, 6 heads,
+(c) Greedy decoding of a GPT (10.8 M: d = 384, 6 layers, 6 heads,
 vocabulary 65, learned positions, ``block_size`` 272 so the window never slides), prompt 16 +
 256 new tokens, batch 1 and 8: attnlab's ``greedy_search`` against :func:`minimal_greedy`, a
 minimal plain-PyTorch decoder over the same weights with a preallocated KV cache written in
@@ -35,7 +35,7 @@ place. Both must emit the same tokens; the ratio (target ≥ 1.0×) is the media
 ratios of the minimal's time to attnlab's, so it reads as attnlab's speed relative to the
 minimal's.
 
-(d) Issue 19: greedy decoding of (b)'s Transformer, batches of 1, 8 and 64 of (b)'s sources, 30
+(d) Greedy decoding of (b)'s Transformer, batches of 1, 8 and 64 of (b)'s sources, 30
 steps: attnlab's ``greedy_search`` against :func:`minimal_translate`, the same weights decoded in
 plain PyTorch (source encoded once, self-attention keys/values preallocated and written in place,
 cross-attention keys/values projected once). Same tokens checked, ratio read as in (c); and beam
@@ -176,7 +176,7 @@ def minimal_greedy(model: GPT, prompt: torch.Tensor, new_tokens: int) -> list[li
 
 
 def minimal_table(args: argparse.Namespace) -> None:
-    """attnlab's ``greedy_search`` vs :func:`minimal_greedy` on the issue's GPT (10.8 M)."""
+    """attnlab's ``greedy_search`` vs :func:`minimal_greedy` on (c)'s GPT (10.8 M)."""
     n, new = 16, args.gpt_tokens
     torch.manual_seed(0)
     config = GPTConfig(vocab_size=65, block_size=n + new, d_model=384, num_heads=6, num_layers=6,

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/gpt_training.py --float32 --rounds 3
     .venv/bin/python benchmarks/gpt_training.py --compile        # also both under torch.compile
 
-One AdamW step (β = (0.9, 0.95), weight decay 0.1, clipping 1.0) of the issue's GPT — 10.8 M
+One AdamW step (β = (0.9, 0.95), weight decay 0.1, clipping 1.0) of a GPT — 10.8 M
 parameters: d = 384, 6 layers, 6 heads, FFN 1536, GELU, pre-LN, learned positions, output tied
 to the token embedding, vocabulary 65 (tinyshakespeare's characters) — on a batch of 16 × 256
 real tinyshakespeare characters, with bf16 autocast:

@@ -3,7 +3,7 @@
     git clone https://github.com/karpathy/nanoGPT /tmp/nanoGPT   # any checkout of it
     ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/nanogpt_own.py --nanogpt /tmp/nanoGPT
 
-Issue 19's goal: nanoGPT's documented CPU run ("I only have a macbook" in its README: 4 layers,
+The goal: nanoGPT's documented CPU run ("I only have a macbook" in its README: 4 layers,
 4 heads, d = 128, block 64, batch 12, 2,000 iterations, dropout 0, ``--eval_iters=20``) trained
 by ``attnlab train --config configs/shakespeare_nanogpt_cpu.toml`` in no more wall time than
 nanoGPT's own script, with the loss kept ≤ 1.80. :mod:`nanogpt_cpu` compares against a

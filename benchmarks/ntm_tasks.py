@@ -35,7 +35,7 @@ from attnlab.tasks import load_recipe, train  # noqa: E402
 from attnlab.training.metrics import read_metrics  # noqa: E402
 from attnlab.visualize import plot_generalisation  # noqa: E402
 
-CONVERGED = 0.1  # bit errors per sequence (Graves et al. 2014; the target)
+CONVERGED = 0.1  # bit errors per sequence (Graves et al. 2014; the target here)
 QUIET = ["train.progress=false"]
 
 
