@@ -195,6 +195,23 @@ def test_bert_files_nested_too_deep_are_named(tmp_path):
         load_bert(tmp_path)
 
 
+@pytest.mark.parametrize("depth", [150, 5000])
+def test_json_deeper_than_the_cap_is_refused_on_every_python(tmp_path, depth):
+    """Python 3.12's JSON parser reads any depth and 3.11's stops near its recursion limit:
+    the cap is checked before parsing, so both refuse the same files, naming the depth."""
+    from attnlab.parsing import MAX_NESTING, read_json
+
+    (tmp_path / "config.json").write_text('{"a": ' + "[" * depth + "]" * depth + "}")
+    refused = rf"config.json nests its arrays or objects too deeply to read \({depth + 1} levels; at most {MAX_NESTING}\)"
+    with pytest.raises(ValueError, match=refused):
+        read_json(tmp_path / "config.json", "checkpoint config")
+    (tmp_path / "ok.json").write_text('{"a": ' + "[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1) + "}")
+    value = read_json(tmp_path / "ok.json")["a"]  # the deepest file allowed still loads
+    for _ in range(MAX_NESTING - 2):
+        (value,) = value
+    assert value == []
+
+
 def test_wrong_model_type_or_shapes_are_refused(tmp_path):
     tiny_gpt().save_pretrained(tmp_path / "g")
     with pytest.raises(ValueError, match=r"model_type 'gpt' but Transformer expects 'transformer'"):

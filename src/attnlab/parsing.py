@@ -7,7 +7,9 @@ limits: :mod:`attnlab.explorer.requests`). Besides a syntax error, Python's pars
 ways that name neither the file nor the key: text that is not UTF-8; an integer longer than
 Python converts (``sys.get_int_max_str_digits()``, 4300 digits by default, a guard against
 conversions that take quadratic time), raised as a bare ``ValueError``; and arrays or tables
-nested deeper than Python's recursion limit, raised as ``RecursionError``. Each becomes one
+nested deeper than Python's recursion limit, raised as ``RecursionError`` by Python 3.11's JSON
+parser and not at all by 3.12's, which reads any depth; so JSON deeper than
+:data:`MAX_NESTING` levels is refused before it is parsed, on every Python. Each becomes one
 line that names the file (``where``) and, for a too-long integer, its line and key::
 
     config file r.toml line 2 (batch_size): an integer of 4400 digits; Python reads at most 4300
@@ -15,6 +17,7 @@ line that names the file (``where``) and, for a too-long integer, its line and k
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sys
@@ -23,9 +26,23 @@ from typing import Any
 
 import tomllib
 
-__all__ = ["parse_json", "read_json", "read_toml", "toml_literal"]
+__all__ = ["MAX_NESTING", "nesting_depth", "parse_json", "read_json", "read_toml", "toml_literal"]
+
+MAX_NESTING = 100  # levels of JSON arrays and objects a file may nest (real ones nest under 10)
 
 _KEY = re.compile(r"""["']?([\w.\-]+)["']?\s*[:=]\s*[-+]?$""")  # `"key": ` or `key = ` before a value
+
+
+JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.S)  # an unterminated one runs to the end
+NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def nesting_depth(text: str) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest, counted on its brackets outside
+    strings (a linear scan; no parsing, so no recursion however deep the text goes)."""
+    brackets = NOT_A_BRACKET.sub("", JSON_STRING.sub("", text))
+    steps = (1 if bracket in "[{" else -1 for bracket in brackets)
+    return max(itertools.accumulate(steps, initial=0))
 
 
 def _long_integer(text: str, *, locate: bool) -> str | None:
@@ -58,6 +75,9 @@ def _failure(where: str, kind: str, err: Exception, text: str, *, locate: bool =
 def parse_json(text: str, where: str, *, top: type = dict) -> Any:
     """``json.loads(text)``, which must be a ``top`` (a JSON object by default; ``object``
     takes any value); any failure a ``ValueError`` naming ``where`` (a file, a line)."""
+    if (depth := nesting_depth(text)) > MAX_NESTING:
+        raise ValueError(
+            f"{where} nests its arrays or objects too deeply to read ({depth} levels; at most {MAX_NESTING})")
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as err:

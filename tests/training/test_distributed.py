@@ -53,7 +53,7 @@ def _trainer(model, data, run_dir, grad_accum):
 def _worker(out_dir: str) -> None:
     """Runs in each of the 2 processes (started with RANK / WORLD_SIZE / MASTER_* set)."""
     torch.set_num_threads(1)
-    info = dist.init_distributed(timeout_s=60)
+    info = dist.init_distributed("gloo", timeout_s=60)  # the CPU, also on a machine with a GPU
     out = Path(out_dir)
     try:
         # 1. DDP gradient of this rank's shard, normalised by the global token count.
@@ -175,3 +175,17 @@ def test_single_process_without_torchrun_environment(monkeypatch):
     monkeypatch.delenv("MASTER_ADDR", raising=False)
     with pytest.raises(ValueError, match="MASTER_ADDR must be set when WORLD_SIZE > 1"):
         dist.init_distributed()
+
+
+def test_a_rank_without_its_gpu_is_refused_in_one_line(monkeypatch):
+    """torchrun with more processes than GPUs: nccl would wait for a rank that died on
+    ``cuda:1``; the rank says why instead, and gloo keeps every rank on the CPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for var, value in (("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1")):
+        monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError, match=r"LOCAL_RANK=1 needs cuda:1 but this machine has 1 CUDA device"):
+        dist.init_distributed()
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "0")
+    assert dist.init_distributed("gloo").device == torch.device("cpu")

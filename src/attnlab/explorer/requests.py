@@ -36,14 +36,13 @@ belongs and so on — each message names the field and what it got.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from attnlab.explorer.errors import invalid, too_long
+from attnlab.parsing import nesting_depth
 
 MAX_BODY_BYTES = 16_384
 MAX_TEXT_CHARS = 400
@@ -140,18 +139,6 @@ def _finite_float(text: str) -> float:
         shown = text if len(text) <= 24 else f"{text[:20]}… ({len(text)} characters)"
         raise invalid(f"request body has a number too large for a float: {shown}")
     return value
-
-
-JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.S)  # an unterminated one runs to the end
-NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
-
-
-def nesting_depth(text: str) -> int:
-    """How deep the arrays and objects of JSON ``text`` nest, counted on its brackets outside
-    strings (a linear scan; no parsing, so no recursion however deep the text goes)."""
-    brackets = NOT_A_BRACKET.sub("", JSON_STRING.sub("", text))
-    steps = (1 if bracket in "[{" else -1 for bracket in brackets)
-    return max(itertools.accumulate(steps, initial=0))
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:

@@ -37,16 +37,25 @@ class DistInfo:
 def init_distributed(backend: str | None = None, timeout_s: float = 600.0) -> DistInfo:
     """Join the process group described by torchrun's environment variables.
 
-    ``backend`` defaults to ``"nccl"`` when CUDA is available, else ``"gloo"``. On CUDA each
-    process uses ``cuda:LOCAL_RANK``. Without ``WORLD_SIZE`` (or with ``WORLD_SIZE=1``) no
-    group is created and the result describes a single process.
+    ``backend`` defaults to ``"nccl"`` when CUDA is available, else ``"gloo"``. With
+    ``"nccl"`` each process uses ``cuda:LOCAL_RANK`` (a ``ValueError`` when the machine has
+    no such GPU); with ``"gloo"`` every process computes on the CPU, on any machine. Without
+    ``WORLD_SIZE`` (or with ``WORLD_SIZE=1``) no group is created and the result describes a
+    single process, on ``cuda:LOCAL_RANK`` when CUDA is available.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"RANK must be in [0, WORLD_SIZE={world_size}), got {rank}")
-    cuda = torch.cuda.is_available()
+    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    cuda = torch.cuda.is_available() and backend != "gloo"
+    if cuda and local_rank >= torch.cuda.device_count():
+        raise ValueError(
+            f"LOCAL_RANK={local_rank} needs cuda:{local_rank} but this machine has "
+            f"{torch.cuda.device_count()} CUDA device(s): start at most that many processes a machine, "
+            f"or use the gloo backend to train on the CPU"
+        )
     device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
     if cuda:
         torch.cuda.set_device(device)
@@ -54,7 +63,6 @@ def init_distributed(backend: str | None = None, timeout_s: float = 600.0) -> Di
         for var in ("MASTER_ADDR", "MASTER_PORT"):
             if var not in os.environ:
                 raise ValueError(f"environment variable {var} must be set when WORLD_SIZE > 1")
-        backend = backend or ("nccl" if cuda else "gloo")
         kwargs = {"device_id": device} if backend == "nccl" else {}
         dist.init_process_group(
             backend,
