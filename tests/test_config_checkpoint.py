@@ -202,7 +202,8 @@ def test_json_deeper_than_the_cap_is_refused_on_every_python(tmp_path, depth):
     from attnlab.parsing import MAX_NESTING, read_json
 
     (tmp_path / "config.json").write_text('{"a": ' + "[" * depth + "]" * depth + "}")
-    refused = rf"config.json nests its arrays or objects too deeply to read \({depth + 1} levels; at most {MAX_NESTING}\)"
+    refused = (rf"config.json nests its arrays or objects too deeply to read "
+               rf"\({depth + 1} levels; at most {MAX_NESTING}\)")
     with pytest.raises(ValueError, match=refused):
         read_json(tmp_path / "config.json", "checkpoint config")
     (tmp_path / "ok.json").write_text('{"a": ' + "[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1) + "}")

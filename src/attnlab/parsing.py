@@ -21,10 +21,9 @@ import itertools
 import json
 import re
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 __all__ = ["MAX_NESTING", "nesting_depth", "parse_json", "read_json", "read_toml", "toml_literal"]
 

@@ -21,8 +21,8 @@ from attnlab.explorer.access import Access
 from attnlab.explorer.jobs import Bounds
 from attnlab.explorer.models import ModelSet, Served
 from attnlab.explorer.requests import MAX_OUTPUT_TOKENS, MAX_SOURCE_TOKENS
-from attnlab.parsing import nesting_depth
 from attnlab.generation import beam_search, greedy_search, sample
+from attnlab.parsing import nesting_depth
 from attnlab.pipelines import DecodeConfig, TranslationPipeline, saved_decoding
 from explorer_toys import GERMAN, api_client, serving, wait_until
 
