@@ -90,7 +90,8 @@ class CountingTask(Task):
 
     def build_model(self):
         self.calls.append("build_model")
-        return self.recipe.model.build_model(vocab_size=16)
+        self.built = self.recipe.model.build_model(vocab_size=16)
+        return self.built
 
     def train_data(self):
         return self.batches
@@ -284,3 +285,17 @@ def test_a_mistaken_fresh_run_is_refused_before_it_touches_the_old_runs_files(
         train(RECIPE, run_dir=run)
     assert prepared == []  # refused before any data was read or file written
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == before
+
+
+def test_the_driver_reports_the_runs_memory(counting_task, tmp_path, capsys):
+    """Every run prints and keeps its resident peak against its live tensors' peak, the
+    latter measured on the steps with the largest batches (here all the same: step 1)."""
+    run = train(RECIPE, run_dir=tmp_path / "run")
+    model_bytes = sum(p.numel() * p.element_size() for p in CountingTask.last.built.parameters())
+    figures = json.loads((run / "memory.json").read_text())
+    live, resident = figures["live_tensor_peak_bytes"], figures["resident_peak_bytes"]
+    assert 4 * model_bytes <= live < resident  # weights, gradients, Adam's two moments, activations
+    assert figures["overhead"] == round(resident / live, 2)
+    assert capsys.readouterr().out.splitlines()[-1].startswith("memory: peak resident ")
+    off = train({**RECIPE, "train": {**RECIPE["train"], "measure_memory": False}}, run_dir=tmp_path / "off")
+    assert json.loads((off / "memory.json").read_text())["live_tensor_peak_bytes"] is None

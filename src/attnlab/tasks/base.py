@@ -29,8 +29,10 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 
+from attnlab.atomic import write_atomic
 from attnlab.checkpoint import RECIPE_FILE, ExtraFiles, load_config, resolve_resume
 from attnlab.devices import resolve_device
+from attnlab.measure.footprint import memory_report
 from attnlab.memory import Need, check_fits
 from attnlab.models import MODEL_TASKS, task_models
 from attnlab.parsing import read_json
@@ -269,7 +271,8 @@ def train(
         model = task.build_model().to(task.device)
         print(task.describe(model), flush=True)
         optimizer, scheduler = build_optimizer(parsed.optim, model, max_steps=parsed.train.max_steps)
-        config = dataclasses.replace(parsed.train, run_dir=str(task.run_dir))
+        measure = parsed.train.measure_memory is not False  # on unless the recipe says false
+        config = dataclasses.replace(parsed.train, run_dir=str(task.run_dir), measure_memory=measure)
         trainer = Trainer(
             model, optimizer, task.loss, task.train_data(), config,
             scheduler=scheduler, eval_fn=task.validate, files=task.checkpoint_files(),
@@ -279,4 +282,7 @@ def train(
             reraise(result.signal)
         if get_rank() == 0:  # under torchrun, rank 0 alone reports
             task.report(model, result)
+            figures, line = memory_report(result.live_tensor_peak)  # the whole command's resident peak
+            write_atomic(task.run_dir / "memory.json", json.dumps(figures, indent=2) + "\n")
+            print(line, flush=True)
     return task.run_dir

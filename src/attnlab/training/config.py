@@ -21,7 +21,9 @@ class TrainConfig:
     final evaluation and checkpoint). ``patience`` evaluations without improvement of
     ``metric`` (``metric_mode`` ``"min"`` or ``"max"``) stop training. ``keep_last_k`` step
     checkpoints are kept (0 = all); ``save_best`` also writes ``run_dir/best``.
-    ``max_time_s`` stops (with a checkpoint) after that much wall time.
+    ``max_time_s`` stops (with a checkpoint) after that much wall time. ``measure_memory``
+    measures the live tensor peak on a CPU (:mod:`attnlab.training.step_memory`: about a
+    second a measured step); ``None`` is on under ``attnlab train`` and off in a library loop.
     """
 
     max_steps: int | None = None
@@ -42,6 +44,7 @@ class TrainConfig:
     run_dir: str | None = None
     progress: bool = True
     max_time_s: float | None = None
+    measure_memory: bool | None = None
 
     def __post_init__(self) -> None:
         if self.max_steps is None and self.max_epochs is None:
@@ -75,3 +78,4 @@ class TrainResult:
     history: list[dict[str, float]]  # one {"step", "loss", "lr", "tokens"} per optimizer step
     seconds: float = 0.0  # wall time of this fit (a resumed run counts from the resume)
     signal: int | None = None  # SIGINT or SIGTERM when stopped == "interrupted"
+    live_tensor_peak: int | None = None  # bytes, on a CPU (training/step_memory.py); else None

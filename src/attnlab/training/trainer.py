@@ -56,6 +56,7 @@ from attnlab.training.state import (
     save_trainer_state,
     seed_everything,
 )
+from attnlab.training.step_memory import StepMemory
 
 LossFn = Callable[[nn.Module, Any], tuple[Tensor, "Tensor | int"]]
 EvalFn = Callable[[nn.Module], Mapping[str, float]]
@@ -111,6 +112,8 @@ class Trainer:
         self._rng_to_save: dict[str, Any] | None = None  # for a Ctrl-C checkpoint mid-step or mid-eval
         self._last_checkpoint: Path | None = None
         self._history: list[dict[str, float]] = []
+        on_cpu = self.device.type == "cpu"
+        self._memory = StepMemory(optimizer, enabled=bool(config.measure_memory) and on_cpu)
 
     def _wrap(self, model: nn.Module) -> nn.Module:
         wrapped = torch.compile(model) if self.config.compile else model
@@ -165,7 +168,7 @@ class Trainer:
                   file=sys.stderr, flush=True)
         return TrainResult(
             self.state.step, self.state.epoch, stopped, self.state.best_metric, self._last_checkpoint,
-            self.state.last_eval, self._history, time.perf_counter() - self._start, signum,
+            self.state.last_eval, self._history, time.perf_counter() - self._start, signum, self._memory.peak,
         )
 
     def _run_epochs(self) -> str:
@@ -178,7 +181,7 @@ class Trainer:
             batches = itertools.islice(iter(self._epoch_data(self.state.epoch)), skip, None)
             while micro := list(itertools.islice(batches, cfg.grad_accum)):
                 self._rng_to_save = rng_state()
-                self._step(micro)
+                self._memory.run(lambda: self._step(micro), micro)
                 self._rng_to_save = None
                 steps += 1
                 self._progress.advance()
@@ -318,9 +321,8 @@ class Trainer:
         if self.metrics is not None:
             self.metrics.append({"event": "eval", "epoch": self.state.epoch, **evaluation})
         if cfg.metric not in metrics and (cfg.patience is not None or cfg.save_best):
-            raise ValueError(
-                f"eval_fn must return the metric {cfg.metric!r} (config.metric), got keys {sorted(metrics)}"
-            )
+            raise ValueError(f"eval_fn must return the metric {cfg.metric!r} (config.metric), "
+                             f"got keys {sorted(metrics)}")
         value, best, lower = metrics.get(cfg.metric), self.state.best_metric, cfg.metric_mode == "min"
         better = value is not None and (best is None or (value < best if lower else value > best))
         if better:
