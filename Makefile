@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export ATTNLAB_DATA ?= $(abspath ../shared/data)
 
-.PHONY: demo test test-slow bench lint install install-test data-kjv browser clean
+.PHONY: demo test test-slow bench lint install install-test data-kjv browser allocator clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,15 @@ browser:
 	else echo "+ apt-get install -y --no-install-recommends chromium chromium-driver"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium chromium-driver; fi
+
+# Optional: jemalloc (Debian's libjemalloc2; as root), which the attnlab command preloads where it
+# is installed: the same speed as glibc keeping its freed memory, with a far smaller resident peak
+# (docs/benchmarks.md, "Memory"). Without it the command runs on glibc; ATTNLAB_ALLOCATOR chooses.
+allocator:
+	@if ldconfig -p 2>/dev/null | grep -q libjemalloc.so.2; then echo "libjemalloc2 is installed"; \
+	else echo "+ apt-get install -y --no-install-recommends libjemalloc2"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    libjemalloc2; fi
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache runs

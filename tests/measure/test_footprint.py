@@ -73,3 +73,11 @@ def test_the_report_line_and_figures():
     assert memory_report(None)[0]["overhead"] is None
     shown = [format_bytes(n) for n in (2_340_000_000, 612_400_000, 4_100, 12)]
     assert shown == ["2.34 GB", "612 MB", "4 kB", "12 B"]
+
+
+def test_the_overhead_above_the_process_before_any_tensor():
+    base = resident_peak() - 50 * MB
+    figures, line = memory_report(100 * MB, base)
+    assert figures["base_bytes"] == base
+    assert figures["overhead_above_base"] == round((figures["resident_peak_bytes"] - base) / (100 * MB), 2)
+    assert line.endswith(f"above the {format_bytes(base)} of the process before any tensor)")

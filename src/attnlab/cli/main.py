@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from attnlab import __version__
+from attnlab import __version__, allocator
 from attnlab.cli import arguments as a
 from attnlab.cli.arguments import utf8_text
 from attnlab.runtime import keep_freed_memory
@@ -124,8 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = f"attnlab {args.command}"
     try:  # argv None: this is the command, whose process ends when main returns
         with terminate_as_interrupt(until_exit=argv is None):
+            if argv is None:  # the command itself: run it with a caching allocator where there is one
+                allocator.relaunch(sys.argv[1:])
             set_threads(args.threads)
-            keep_freed_memory()  # glibc: reuse freed activations instead of page-faulting them in again
+            if allocator.in_use() == "glibc":
+                keep_freed_memory()  # reuse freed activations instead of page-faulting them in again
             result = _load(args._target)(args)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM
         signum = signal_of(interrupt)

@@ -29,21 +29,32 @@ import torch
 
 from attnlab.measure.timing import peak_tensor_memory
 
-__all__ = ["LivePeak", "format_bytes", "live_tensor_bytes", "memory_report", "resident_peak"]
+__all__ = ["LivePeak", "format_bytes", "live_tensor_bytes", "memory_report", "resident_now", "resident_peak"]
 
 _STATUS = Path("/proc/self/status")
 
 
-def resident_peak() -> int:
-    """Peak resident set size of this process so far, in bytes."""
+def _status_bytes(field: str) -> int | None:
     try:
         for line in _STATUS.read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     except OSError:
         pass
+    return None
+
+
+def resident_peak() -> int:
+    """Peak resident set size of this process so far, in bytes."""
+    if (peak := _status_bytes("VmHWM")) is not None:
+        return peak
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+
+
+def resident_now() -> int | None:
+    """Resident set size of this process now, in bytes (``None`` where Linux's ``/proc`` is not)."""
+    return _status_bytes("VmRSS")
 
 
 def live_tensor_bytes() -> int:
@@ -85,15 +96,22 @@ def format_bytes(n: int | float) -> str:
     return f"{int(n)} B"
 
 
-def memory_report(live_peak: int | None) -> tuple[dict[str, float | None], str]:
-    """The resident peak so far against ``live_peak`` (bytes, or ``None`` when not measured):
-    ``({"resident_peak_bytes", "live_tensor_peak_bytes", "overhead"}, one printable line)``."""
+def memory_report(live_peak: int | None, base: int | None = None) -> tuple[dict[str, float | None], str]:
+    """The resident peak so far against ``live_peak`` (bytes, or ``None`` when not measured),
+    and above ``base``, the resident size before any tensor (the interpreter, torch and its
+    libraries: about 0.25 GB, which no allocator can give back):
+    ``({"resident_peak_bytes", "live_tensor_peak_bytes", "overhead", "base_bytes",
+    "overhead_above_base"}, one printable line)``."""
     resident = resident_peak()
+    above = resident - base if base is not None else None
     figures: dict[str, float | None] = {
         "resident_peak_bytes": resident, "live_tensor_peak_bytes": live_peak,
-        "overhead": round(resident / live_peak, 2) if live_peak else None,
+        "overhead": round(resident / live_peak, 2) if live_peak else None, "base_bytes": base,
+        "overhead_above_base": round(above / live_peak, 2) if live_peak and above is not None else None,
     }
     line = f"memory: peak resident {format_bytes(resident)}"
     if live_peak:
         line += f", {resident / live_peak:.1f}x the live tensors' peak of {format_bytes(live_peak)}"
+    if live_peak and above is not None:
+        line += f" ({above / live_peak:.1f}x above the {format_bytes(base)} of the process before any tensor)"
     return figures, line

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from attnlab.atomic import write_atomic
 from attnlab.checkpoint import RECIPE_FILE, ExtraFiles, load_config, resolve_resume
 from attnlab.devices import resolve_device
-from attnlab.measure.footprint import memory_report
+from attnlab.measure.footprint import memory_report, resident_now
 from attnlab.memory import Need, check_fits
 from attnlab.models import MODEL_TASKS, task_models
 from attnlab.parsing import read_json
@@ -159,11 +159,11 @@ class Task(ABC):
 def run_header(task: Task) -> str:
     """The first line of a run: versions, threads, device, run directory (what the numbers
     that follow depend on)."""
-    from attnlab import __version__
+    from attnlab import __version__, allocator
 
     threads = counted(torch.get_num_threads(), "thread")
     return (
-        f"attnlab {__version__} · torch {torch.__version__} · {threads} · "
+        f"attnlab {__version__} · torch {torch.__version__} · {threads} · malloc {allocator.in_use()} · "
         f"device {task.device} · task {task.recipe.task} · run {task.run_dir}"
     )
 
@@ -247,6 +247,7 @@ def train(
     its data) leaves no directory it created behind. A run interrupted by Ctrl-C or SIGTERM
     saves a resumable checkpoint and re-raises the interruption instead of going on to the
     report (:mod:`attnlab.signals`)."""
+    base = resident_now()  # the process before any tensor of the run
     if "task" not in recipe:
         raise ValueError('a recipe must name its task at the top level, e.g. task = "translation"')
     cls = task_class(recipe["task"])
@@ -282,7 +283,7 @@ def train(
             reraise(result.signal)
         if get_rank() == 0:  # under torchrun, rank 0 alone reports
             task.report(model, result)
-            figures, line = memory_report(result.live_tensor_peak)  # the whole command's resident peak
+            figures, line = memory_report(result.live_tensor_peak, base)  # the whole command's resident peak
             write_atomic(task.run_dir / "memory.json", json.dumps(figures, indent=2) + "\n")
             print(line, flush=True)
     return task.run_dir
