@@ -132,7 +132,7 @@ class AttentionSeq2Seq(RNNTranslator):
             self._check_decode(tgt, memory)
         state, previous, source = self._start(memory, src_mask, cache)
         embedded = self._drop(self.tgt_embed(tgt))  # (B, T, E)
-        weights, hidden, alignments = self._weights(), [], []
+        weights, hidden, alignments = self._step_weights(cache), [], []
         for t in range(tgt.shape[1]):
             state, deep, previous = self._step(embedded[:, t], state, previous, source, weights)
             hidden.append(deep)

@@ -177,12 +177,15 @@ class StateCache(dict):
 
     ``offset`` is the number of positions already decoded; :meth:`reorder` keeps batch rows
     ``index`` of every tensor (beam search), as :class:`~attnlab.modules.stacks.ModelCache`
-    does for KV caches.
+    does for KV caches. ``weights`` keeps what a model's step reads that no batch row owns
+    (its gathered weight views) across the calls of one decoding, so a one-token call does
+    not gather them again.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.offset = 0
+        self.weights: Any = None
 
     def reorder(self, index: Tensor, *, static: bool = True) -> None:
         """Keep rows ``index`` of every tensor (``static`` is :class:`ModelCache`'s: a recurrent

@@ -189,6 +189,14 @@ class RNNTranslator(PretrainedModel):
         """An empty :class:`StateCache` for :meth:`decode`."""
         return StateCache()
 
+    def _step_weights(self, cache: StateCache | None) -> StepWeights:
+        """:meth:`_weights`, gathered once per decoding when there is a ``cache``."""
+        if cache is None:
+            return self._weights()
+        if cache.weights is None:
+            cache.weights = self._weights()
+        return cache.weights
+
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: ``src`` ``(B, S)``, ``tgt_in`` ``(B, T)`` ids → logits ``(B, T, V_tgt)``."""
         check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
@@ -241,7 +249,7 @@ class RNNSeq2Seq(RNNTranslator):
             self._check_decode(tgt, memory)
         embedded = self._drop(self.tgt_embed(tgt))  # (B, T, E)
         terms = cache if cache is not None and "state" in cache else self._context_terms(memory[:, 0])
-        weights, state, hidden = self._weights(), terms["state"], []
+        weights, state, hidden = self._step_weights(cache), terms["state"], []
         for t in range(tgt.shape[1]):
             state, deep = self._step(embedded[:, t], state, terms, weights)
             hidden.append(deep)
