@@ -53,14 +53,15 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    chromium chromium-driver; fi
 
-# Optional: jemalloc (Debian's libjemalloc2; as root), which the attnlab command preloads where it
-# is installed: the same speed as glibc keeping its freed memory, with a far smaller resident peak
-# (docs/benchmarks.md, "Memory"). Without it the command runs on glibc; ATTNLAB_ALLOCATOR chooses.
+# Optional: TCMalloc (Debian's libtcmalloc-minimal4; as root), which the attnlab command preloads
+# where it is installed: a training step as fast as glibc keeping its freed memory, with a far
+# smaller resident peak (docs/benchmarks.md, "Memory"). Without it the command runs on glibc;
+# ATTNLAB_ALLOCATOR chooses.
 allocator:
-	@if ldconfig -p 2>/dev/null | grep -q libjemalloc.so.2; then echo "libjemalloc2 is installed"; \
-	else echo "+ apt-get install -y --no-install-recommends libjemalloc2"; \
+	@if ldconfig -p 2>/dev/null | grep -q libtcmalloc_minimal.so.4; then echo "libtcmalloc-minimal4 is installed"; \
+	else echo "+ apt-get install -y --no-install-recommends libtcmalloc-minimal4"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    libjemalloc2; fi
+	    libtcmalloc-minimal4; fi
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache runs

@@ -17,28 +17,30 @@ def both_installed(monkeypatch):
     monkeypatch.setattr(allocator, "_library", lambda name: f"lib{allocator.LIBRARIES[name]}.so")
 
 
-def test_auto_prefers_jemalloc_then_tcmalloc_then_glibc(both_installed, monkeypatch):
-    assert allocator.choose({}) == "libjemalloc.so"
-    assert allocator.choose({"ATTNLAB_ALLOCATOR": "TCMalloc "}) == "libtcmalloc_minimal.so"
-    only_tcmalloc = {"tcmalloc": "libtcmalloc_minimal.so"}
-    monkeypatch.setattr(allocator, "_library", only_tcmalloc.get)
-    assert allocator.choose({"ATTNLAB_ALLOCATOR": "auto"}) == "libtcmalloc_minimal.so"
+def test_auto_prefers_tcmalloc_then_jemalloc_then_glibc(both_installed, monkeypatch):
+    assert allocator.choose({}) == "libtcmalloc_minimal.so"
+    assert allocator.choose({"ATTNLAB_ALLOCATOR": "JEMalloc "}) == "libjemalloc.so"
+    only_jemalloc = {"jemalloc": "libjemalloc.so"}
+    monkeypatch.setattr(allocator, "_library", only_jemalloc.get)
+    assert allocator.choose({"ATTNLAB_ALLOCATOR": "auto"}) == "libjemalloc.so"
     monkeypatch.setattr(allocator, "_library", lambda name: None)
     assert allocator.choose({}) is None  # glibc, which keeps its freed memory
 
 
 def test_no_relaunch_on_glibc_after_a_relaunch_or_with_a_preload(both_installed):
     assert allocator.choose({"ATTNLAB_ALLOCATOR": "glibc"}) is None
-    assert allocator.choose({"ATTNLAB_ALLOCATOR_LOADED": "libjemalloc.so"}) is None
+    assert allocator.choose({"ATTNLAB_ALLOCATOR_LOADED": "libtcmalloc_minimal.so"}) is None
     assert allocator.choose({"LD_PRELOAD": "libasan.so"}) is None  # the user's own preload wins
 
 
 def test_a_bad_or_missing_choice_is_one_line(monkeypatch):
-    with pytest.raises(ValueError, match="must be one of auto, jemalloc, tcmalloc, glibc, got 'je'"):
+    with pytest.raises(ValueError, match="must be one of auto, tcmalloc, jemalloc, glibc, got 'je'"):
         allocator.choose({"ATTNLAB_ALLOCATOR": "je"})
     monkeypatch.setattr(allocator, "_library", lambda name: None)
-    with pytest.raises(ValueError, match=r"=jemalloc but libjemalloc is not installed \(make allocator\)"):
+    with pytest.raises(ValueError, match=r"=jemalloc but libjemalloc is not installed \(Debian's libjem"):
         allocator.choose({"ATTNLAB_ALLOCATOR": "jemalloc"})
+    with pytest.raises(ValueError, match=r"=tcmalloc but libtcmalloc_minimal is not .*: make allocator\)"):
+        allocator.choose({"ATTNLAB_ALLOCATOR": "tcmalloc"})
 
 
 @pytest.mark.skipif(not any(INSTALLED.values()), reason="no caching allocator installed: make allocator")
