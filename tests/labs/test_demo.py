@@ -18,9 +18,9 @@ from repo_paths import ROOT
 
 MULTI30K = Path(os.environ.get("ATTNLAB_DATA", ROOT.parent / "shared" / "data")) / "multi30k"
 
-# Measured: `make demo` on the 2-core machine gave sacreBLEU DEMO_BLEU_MEASURED
-# (docs/benchmarks.md); the floor leaves room for run-to-run noise of training under load.
-DEMO_BLEU_MEASURED = 37.80  # `make demo`, 2026-11-23: 9 min 22 s incl. venv
+# `make demo` on the 2-core AMD machine prints sacreBLEU DEMO_BLEU_MEASURED (one thread;
+# docs/benchmarks.md); the floor leaves room for another CPU kind's rounding.
+DEMO_BLEU_MEASURED = 37.75
 DEMO_BLEU_FLOOR = 33.0
 
 
@@ -29,7 +29,8 @@ def test_demo_recipe_is_found_and_valid():
     assert path.name == DEMO_RECIPE and path.is_file()
     recipe = TranslationRecipe.from_dict(load_recipe(path))
     assert recipe.data.src_lang == "de" and recipe.data.tgt_lang == "en"
-    assert recipe.train.max_time_s is not None and recipe.train.max_time_s <= 600  # 15-minute demo
+    # the safety net leaves 3 of the demo's 15 minutes to installing, the data and decoding
+    assert recipe.train.max_time_s is not None and recipe.train.max_time_s <= 720
     assert recipe.eval.sample_count == 5 and recipe.eval.test_split == "test_2016_flickr"
 
 
@@ -69,3 +70,23 @@ def test_demo_translator_reaches_measured_bleu_floor(tmp_path):
     assert (out / "alignment.png").stat().st_size > 10_000
     assert "BLEU" in proc.stdout and proc.stdout.count("  HYP ") == 5
     assert results["bleu"] >= DEMO_BLEU_FLOOR, results["bleu"]
+
+
+@pytest.mark.parametrize(("argv", "threads"), [([], 1), (["--threads", "2"], 2)])
+def test_the_demo_trains_on_one_thread_unless_told(monkeypatch, tmp_path, argv, threads):
+    """Its figures depend on the thread count, so the README's hold on any machine only at a
+    fixed one; OMP_NUM_THREADS, which the other commands follow, does not change it."""
+    import torch
+
+    import attnlab.labs.demo as demo
+    from attnlab.cli import main
+
+    seen = []
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setattr(demo, "run_translation_demo", lambda out, data: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    try:
+        assert main(["demo", "--out", str(tmp_path), *argv]) == 0
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [threads]

@@ -36,10 +36,12 @@ def demo(args: argparse.Namespace) -> int:
     """``attnlab demo``: train and score the demo translator, or ``--pooling`` the
     attention-pooling lab, into ``--out``."""
     from attnlab.labs.demo import DEFAULT_OUT as DEMO_OUT
-    from attnlab.labs.demo import DEFAULT_POOLING_OUT, run_pooling_demo, run_translation_demo
+    from attnlab.labs.demo import DEFAULT_POOLING_OUT, THREADS, run_pooling_demo, run_translation_demo
+    from attnlab.runtime import set_threads
 
     if args.pooling:
         run_pooling_demo(args.out or DEFAULT_POOLING_OUT)
     else:
+        set_threads(args.threads or THREADS)  # the same figures on every machine
         run_translation_demo(args.out or DEMO_OUT, args.data_dir)
     return 0

@@ -7,6 +7,11 @@ alignment picture of one test sentence (the last decoder layer's cross-attention
 ``--out`` (default ``runs/demo``). That directory is the demo's own: each run replaces the
 earlier demo run in it (``attnlab train --overwrite``, which says so and refuses a directory
 no run wrote).
+The translator trains on :data:`THREADS` torch thread unless ``--threads`` says otherwise:
+the sums of a matrix product split over more threads round differently, so a recipe's
+figures depend on the thread count. One thread gives the README's figures on every machine
+of one kind — whatever its cores, and when another job holds some of them — in about seven
+minutes on the 2-core machine of docs/benchmarks.md.
 ``--pooling`` runs the seconds-long attention-pooling lab of López et al. (Attention
 Mechanisms) (:mod:`attnlab.labs.pooling`) instead, into ``--out`` (default
 ``runs/demo_pooling``, beside the translator's run, not in place of it).
@@ -19,6 +24,7 @@ from pathlib import Path
 DEFAULT_OUT = "runs/demo"
 DEFAULT_POOLING_OUT = "runs/demo_pooling"
 DEMO_RECIPE = "multi30k_demo.toml"
+THREADS = 1  # the README's figures are this many threads' (see the module docstring)
 
 
 def find_recipe(name: str = DEMO_RECIPE) -> Path:
