@@ -63,7 +63,7 @@ def live_tensor_bytes() -> int:
     seen: dict[int, int] = {}
     for obj in gc.get_objects():
         if issubclass(type(obj), torch.Tensor) and obj.device.type == "cpu" and not obj.is_meta:
-            for tensor in (obj, obj.grad) if obj.requires_grad else (obj,):
+            for tensor in (obj, obj.grad) if obj.requires_grad and obj.is_leaf else (obj,):
                 if tensor is not None and tensor.layout == torch.strided:
                     try:
                         storage = tensor.untyped_storage()
