@@ -37,6 +37,7 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attnlab.attention.core import scaled_dot_product_attention  # noqa: E402
 from attnlab.attention.multihead import MultiHeadAttention  # noqa: E402
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 
@@ -297,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory_child:  # (d) in a fresh process whose malloc is pinned: see attnlab.measure.timing
         memory_table(args)
         return
+    _footprint.report_at_exit()
     print(_machine.header() + "\n", flush=True)
     print(f"# attnlab attention benchmark — B={B}, H={H}, d_h={D_HEAD}, dtype "
           f"{str(args.dtype).removeprefix('torch.')}, {'quick' if args.quick else 'full'} mode\n")

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attnlab.attention import core, kernels  # noqa: E402
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    _footprint.report_at_exit()
     print(_machine.header() + "\n", flush=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.dtype}, "
           f"{args.tokens} query positions a call, {HEADS} heads of {D_HEAD}, "

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _figures import line_chart  # noqa: E402
 
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.tasks import load_recipe, train  # noqa: E402
 from attnlab.training.metrics import read_metrics  # noqa: E402
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="overrides for both runs (a smoke test: train.max_steps=20)")
     args = parser.parse_args(argv)
+    _footprint.report_at_exit()
     print(_machine.header(), flush=True)
     rows = [run(name, args.out_dir / name.replace(" ", "_"), args.set) for name in MODELS]
     print(table(rows))

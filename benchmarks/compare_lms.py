@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _figures import line_chart  # noqa: E402
 
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.tasks import load_recipe, train  # noqa: E402
 from attnlab.training.metrics import read_metrics  # noqa: E402
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.minutes > 0:
         parser.error(f"--minutes must be > 0, got {args.minutes}")
+    _footprint.report_at_exit()
     print(_machine.header(), flush=True)
     rows = compare(None if args.steps_only else args.minutes, args.out_dir)
     print(table(rows))

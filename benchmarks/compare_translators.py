@@ -35,6 +35,7 @@ from _figures import line_chart  # noqa: E402
 
 from attnlab.data import load_multi30k  # noqa: E402
 from attnlab.evaluation import bleu  # noqa: E402
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.pipelines import TranslationPipeline  # noqa: E402
 from attnlab.tasks.translation import score  # noqa: E402
@@ -176,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.names or [run.name for run in args.runs]
     if len(names) != len(args.runs):
         parser.error(f"--names has {len(names)} names for {len(args.runs)} runs")
+    _footprint.report_at_exit()
     print(_machine.header(), flush=True)
     rows = []
     for run, name in zip(args.runs, names, strict=True):

@@ -38,6 +38,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attnlab.data import load_multi30k  # noqa: E402
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 
 HEALTH_LIMIT_S = 0.100
@@ -124,6 +125,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    _footprint.report_at_exit()
     print(_machine.header())
     pairs = load_multi30k("test_2016_flickr", "de", "en")
     total = args.clients * args.requests

@@ -63,6 +63,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attnlab.generation import beam_search, greedy_search, sample  # noqa: E402
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.models import GPT, GPTConfig, Transformer, TransformerConfig  # noqa: E402
@@ -343,6 +344,7 @@ def minimal_translation_table(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    _footprint.report_at_exit()
     print(_machine.header() + "\n", flush=True)
     print(f"# attnlab generation benchmark{' (quick)' if args.quick else ''}\n")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "

@@ -41,6 +41,7 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attnlab.data.corpora import load_tinyshakespeare  # noqa: E402
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.models import GPT, GPTConfig  # noqa: E402
@@ -165,6 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     keep_freed_memory()
+    _footprint.report_at_exit()
     header = _machine.header()
     print(header + "\n", flush=True)
     ceiling = _machine.matmul_gflops(torch.float32 if args.float32 else torch.bfloat16)

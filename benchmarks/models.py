@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attnlab.interop import from_torch  # noqa: E402
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 
@@ -140,6 +141,7 @@ def bench_minilm(rounds: int, count: int) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     cpu = platform.processor() or platform.machine()
+    _footprint.report_at_exit()
     print(_machine.header() + "\n", flush=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {cpu}, "
           f"{args.rounds} interleaved rounds, medians\n")

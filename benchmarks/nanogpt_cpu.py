@@ -48,6 +48,7 @@ from torch import Tensor, nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attnlab.data import load_tinyshakespeare
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.tasks import load_recipe
 from attnlab.tasks import train as attnlab_train
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--variants", nargs="+", choices=VARIANTS, default=["recipe", "reference"])
     args = p.parse_args(argv)
     text = load_tinyshakespeare()
+    _footprint.report_at_exit()
     print(_machine.header() + "\n", flush=True)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n", flush=True)
     losses: dict[str, list[float]] = {name: [] for name in args.variants}

@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nanogpt_cpu import RECIPE, whole_split_loss  # noqa: E402
 
 from attnlab.data import load_tinyshakespeare  # noqa: E402
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 
 # nanoGPT's README, "I only have a macbook" (the command after its config file)
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=2, help="rounds, each running both once")
     p.add_argument("--threads", type=int, help="OMP_NUM_THREADS for both (default: torch's)")
     args = p.parse_args(argv)
+    _footprint.report_at_exit()
     print(_machine.header() + "\n", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)

@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _figures import line_chart  # noqa: E402
 
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.tasks import load_recipe, train  # noqa: E402
 from attnlab.training.metrics import read_metrics  # noqa: E402
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     for config in configs.values():
         if not config.is_file():
             parser.error(f"no recipe {config.relative_to(ROOT)} for task {args.task!r}")
+    _footprint.report_at_exit()
     print(_machine.header(), flush=True)
     plan = [("ntm", s) for s in args.seeds] + [("lstm", s) for s in args.lstm_seeds]
     rows = [run(configs[m], args.out_dir / f"{args.task}_{m}_seed{s}", s, args.set) for m, s in plan]

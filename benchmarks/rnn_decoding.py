@@ -55,6 +55,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from attnlab.config import load_toml
 from attnlab.generation import beam_search, greedy_search
 from attnlab.labs.report import markdown_table
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine
 from attnlab.measure import timing as _timing
 from attnlab.models import AttentionSeq2Seq, RNNSeq2Seq
@@ -231,6 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.profile:
         profile(args)
         return
+    _footprint.report_at_exit()
     print(_machine.header() + "\n", flush=True)
     print(f"# attnlab RNN decoding benchmark{' (quick)' if args.quick else ''}\n")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.machine()}, "

@@ -31,6 +31,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from attnlab.data import TokenBatchSampler, TranslationDataset, load_multi30k, train_bpe  # noqa: E402
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.runtime import keep_freed_memory  # noqa: E402
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, default=4)
     args = p.parse_args(argv)
     keep_freed_memory()
+    _footprint.report_at_exit()
     print(_machine.header(), flush=True)
     batches, models = batches_and_models(args.batches)
     tokens = sum(int((b.src != 0).sum()) + b.num_tokens for b in batches)

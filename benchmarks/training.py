@@ -45,6 +45,7 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attnlab.config import load_toml  # noqa: E402
 from attnlab.data import TokenBatchSampler, TranslationDataset, load_multi30k, train_bpe  # noqa: E402
+from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.models import Transformer  # noqa: E402
@@ -214,6 +215,7 @@ def bench_decoding(args: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     keep_freed_memory()
+    _footprint.report_at_exit()
     print(_machine.header() + "\n", flush=True)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or 'cpu'}, "

@@ -81,3 +81,16 @@ def test_the_overhead_above_the_process_before_any_tensor():
     assert figures["base_bytes"] == base
     assert figures["overhead_above_base"] == round((figures["resident_peak_bytes"] - base) / (100 * MB), 2)
     assert line.endswith(f"above the {format_bytes(base)} of the process before any tensor)")
+
+
+def test_a_benchmark_ends_with_its_peak_resident_memory():
+    import subprocess
+    import sys
+
+    code = ("import torch; from attnlab.measure import footprint as f; f.report_at_exit(); "
+            "x = torch.ones(50_000_000, dtype=torch.uint8); print('done')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    done, last = out.splitlines()
+    assert done == "done" and last.startswith("peak resident memory of this process: ")
+    value, unit = last.split(": ")[1].split()
+    assert unit in ("MB", "GB") and float(value) * (1000 if unit == "GB" else 1) >= 50  # the 50 MB tensor

@@ -19,6 +19,7 @@ tensors need.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import resource
 import sys
@@ -29,7 +30,10 @@ import torch
 
 from attnlab.measure.timing import peak_tensor_memory
 
-__all__ = ["LivePeak", "format_bytes", "live_tensor_bytes", "memory_report", "resident_now", "resident_peak"]
+__all__ = [
+    "LivePeak", "format_bytes", "live_tensor_bytes", "memory_report", "report_at_exit", "resident_now",
+    "resident_peak",
+]
 
 _STATUS = Path("/proc/self/status")
 
@@ -115,3 +119,10 @@ def memory_report(live_peak: int | None, base: int | None = None) -> tuple[dict[
     if live_peak and above is not None:
         line += f" ({above / live_peak:.1f}x above the {format_bytes(base)} of the process before any tensor)"
     return figures, line
+
+
+def report_at_exit() -> None:
+    """Print this process's peak resident memory when it exits (every benchmark ends with it;
+    those that measure tensor memory print their tensors' peaks in their tables)."""
+    atexit.register(lambda: print(f"peak resident memory of this process: {format_bytes(resident_peak())}",
+                                  flush=True))
