@@ -10,9 +10,11 @@ freed, so each training step maps its large activations afresh and pays a page f
 4 KiB page on first touch. On the 2-core machine of docs/benchmarks.md that doubled the cost
 of a translation training step (bf16, 4,500 tokens: 1,371 ms → 672 ms per step once freed
 memory is kept). :func:`keep_freed_memory` raises glibc's mmap and trim thresholds so freed
-blocks stay in the heap and are reused. The ``attnlab`` command calls it at start-up; library
-users who run their own loops can call it themselves. Peak memory is unchanged; the resident
-size simply stays at the peak instead of shrinking between steps.
+blocks stay in the heap and are reused. The cost is memory: as the batch shapes vary the kept
+heap fragments and grows (the Bahdanau recipe's first 150 steps peaked at 3.06 GB resident
+against 603 MB of live tensors). So the ``attnlab`` command calls it only when it runs on
+glibc: where TCMalloc is installed it runs on that instead (:mod:`attnlab.allocator`: 2.04 GB
+in the same time). Library users who run their own loops on glibc can call it themselves.
 """
 
 from __future__ import annotations
