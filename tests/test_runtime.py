@@ -1,5 +1,6 @@
 """attnlab.runtime.keep_freed_memory: accepted by glibc, refuses bad arguments."""
 
+import os
 import subprocess
 import sys
 
@@ -43,3 +44,25 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
         assert faults <= 3 * 16384, f"{faults} page faults: freed memory was returned to the kernel"
     else:
         assert faults > 100_000, f"only {faults} page faults without keep_freed_memory"
+
+
+def test_kernel_caches_are_bounded_unless_the_environment_says(monkeypatch):
+    from attnlab.runtime import KERNEL_CACHE_CAPACITY, bound_kernel_caches
+
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    monkeypatch.setenv("LRU_CACHE_CAPACITY", "7")  # the user's choice stays
+    assert bound_kernel_caches() == {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(KERNEL_CACHE_CAPACITY)}
+    assert os.environ["LRU_CACHE_CAPACITY"] == "7"
+    with pytest.raises(ValueError, match="capacity must be >= 1, got 0"):
+        bound_kernel_caches(0)
+
+
+def test_the_command_bounds_them_before_torch_runs():
+    caches = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+    code = ("import os, sys; sys.argv = ['attnlab', 'plot', '/nonexistent-run']; "
+            "from attnlab.cli import main; code = main(); "
+            f"print(code, *(os.environ[name] for name in {caches!r}))")
+    env = {k: v for k, v in os.environ.items() if k not in caches}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**env, "ATTNLAB_ALLOCATOR": "glibc"})
+    assert out.stdout.split() == ["2", "32", "32"]

@@ -24,7 +24,7 @@ import ctypes.util
 import os
 import sys
 
-__all__ = ["keep_freed_memory", "set_threads"]
+__all__ = ["KERNEL_CACHE_CAPACITY", "bound_kernel_caches", "keep_freed_memory", "set_threads"]
 
 # mallopt parameter numbers from glibc's <malloc.h>
 _M_TRIM_THRESHOLD = -1
@@ -57,6 +57,28 @@ def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 256 << 20) -
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     settings = [(_M_MMAP_THRESHOLD, mmap_threshold), (_M_TRIM_THRESHOLD, 2**31 - 1), (_M_TOP_PAD, top_pad)]
     return all(mallopt(param, min(value, 2**31 - 1)) == 1 for param, value in settings)
+
+
+KERNEL_CACHE_CAPACITY = 32  # oneDNN kernels kept for reuse, per cache (each ~0.2 MB and more)
+
+
+def bound_kernel_caches(capacity: int = KERNEL_CACHE_CAPACITY) -> dict[str, str]:
+    """Keep at most ``capacity`` compiled oneDNN matrix-product kernels in each of the two caches
+    that hold them (oneDNN's own and ideep's, torch's bf16 CPU matmuls), unless the environment
+    already says (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``, ``LRU_CACHE_CAPACITY``); returns what it set.
+
+    Both default to 1,024 kernels, and a bf16 matmul of each new shape compiles one of about
+    0.2 MB that stays. Batches of varying shapes fill them: on the Bahdanau recipe's first 150
+    steps they held about 0.6 GB (a heap profile by allocation site), and bounding both at 32
+    took its resident peak from 2.01 to 1.38 GB in the same time (docs/benchmarks.md, "Memory").
+    Both are read when torch compiles its first such kernel, so call this before any runs.
+    """
+    if capacity < 1:
+        raise ValueError(f"capacity must be >= 1, got {capacity}")
+    chosen = {name: str(capacity) for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+              if name not in os.environ}
+    os.environ.update(chosen)
+    return chosen
 
 
 def set_threads(threads: int | None = None) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from attnlab import __version__, allocator
 from attnlab.cli import arguments as a
 from attnlab.cli.arguments import utf8_text
-from attnlab.runtime import keep_freed_memory
+from attnlab.runtime import bound_kernel_caches, keep_freed_memory
 
 # name -> (help, "module:function", argument adder). Each function takes the parsed namespace and
 # is imported only when its subcommand runs (attnlab.cli.commands, .explorer, .labs).
@@ -124,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = f"attnlab {args.command}"
     try:  # argv None: this is the command, whose process ends when main returns
         with terminate_as_interrupt(until_exit=argv is None):
-            if argv is None:  # the command itself: run it with a caching allocator where there is one
+            if argv is None:  # the command itself: bounded kernel caches, a caching allocator
+                bound_kernel_caches()  # before torch compiles a kernel; the relaunch inherits it
                 allocator.relaunch(sys.argv[1:])
             set_threads(args.threads)
             if allocator.in_use() == "glibc":
