@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import resource
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -48,10 +47,14 @@ def _status_bytes(field: str) -> int | None:
     return None
 
 
-def resident_peak() -> int:
-    """Peak resident set size of this process so far, in bytes."""
+def resident_peak() -> int | None:
+    """Peak resident set size of this process so far, in bytes (``None`` on Windows)."""
     if (peak := _status_bytes("VmHWM")) is not None:
         return peak
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
 
@@ -106,15 +109,15 @@ def memory_report(live_peak: int | None, base: int | None = None) -> tuple[dict[
     libraries: about 0.25 GB, which no allocator can give back):
     ``({"resident_peak_bytes", "live_tensor_peak_bytes", "overhead", "base_bytes",
     "overhead_above_base"}, one printable line)``."""
-    resident = resident_peak()
-    above = resident - base if base is not None else None
+    resident = resident_peak()  # None on Windows: then only the live peak is known
+    above = resident - base if resident is not None and base is not None else None
     figures: dict[str, float | None] = {
         "resident_peak_bytes": resident, "live_tensor_peak_bytes": live_peak,
-        "overhead": round(resident / live_peak, 2) if live_peak else None, "base_bytes": base,
+        "overhead": round(resident / live_peak, 2) if live_peak and resident else None, "base_bytes": base,
         "overhead_above_base": round(above / live_peak, 2) if live_peak and above is not None else None,
     }
-    line = f"memory: peak resident {format_bytes(resident)}"
-    if live_peak:
+    line = "memory: peak resident " + (format_bytes(resident) if resident is not None else "unknown here")
+    if live_peak and resident is not None:
         line += f", {resident / live_peak:.1f}x the live tensors' peak of {format_bytes(live_peak)}"
     if live_peak and above is not None:
         line += f" ({above / live_peak:.1f}x above the {format_bytes(base)} of the process before any tensor)"
@@ -124,5 +127,8 @@ def memory_report(live_peak: int | None, base: int | None = None) -> tuple[dict[
 def report_at_exit() -> None:
     """Print this process's peak resident memory when it exits (every benchmark ends with it;
     those that measure tensor memory print their tensors' peaks in their tables)."""
-    atexit.register(lambda: print(f"peak resident memory of this process: {format_bytes(resident_peak())}",
-                                  flush=True))
+    def report() -> None:
+        if (peak := resident_peak()) is not None:
+            print(f"peak resident memory of this process: {format_bytes(peak)}", flush=True)
+
+    atexit.register(report)
