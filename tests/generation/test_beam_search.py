@@ -9,28 +9,9 @@ import pytest
 import torch
 
 from attnlab.generation import beam_search, greedy_search
-from generation_toys import BOS, EOS, PAD, VOCAB, reversal_batch, tiny_gpt, toy_translator
+from generation_toys import BOS, EOS, PAD, VOCAB, tiny_gpt, toy_translator
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one thread avoids OpenMP overhead on the shared cores (restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 CONTENT = list(range(3, VOCAB))  # what the translator may emit besides eos (pad, bos blocked)
-
-
-@pytest.fixture(scope="module")
-def translator():
-    return toy_translator()
-
-
-@pytest.fixture(scope="module")
-def batch():
-    src, _ = reversal_batch(8, torch.Generator().manual_seed(1))
-    return src
 
 
 def lp(length, alpha, form):

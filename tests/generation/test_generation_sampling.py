@@ -11,14 +11,6 @@ from attnlab.generation import greedy_search, sample, top_k_filter, top_p_filter
 from attnlab.generation.sampling import sample_next
 from generation_toys import BigramStub, tiny_gpt, toy_translator
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one thread avoids OpenMP overhead on the shared cores (restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 PROMPT = [3, 1, 4, 1, 5]
 
 

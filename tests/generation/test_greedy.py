@@ -7,27 +7,7 @@ import torch
 
 from attnlab.generation import greedy_search, window_start
 from attnlab.generation.state import make_state
-from generation_toys import BOS, EOS, PAD, reversal_batch, tiny_gpt, toy_translator
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one thread avoids OpenMP overhead on the shared cores (restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def translator():
-    return toy_translator()
-
-
-@pytest.fixture(scope="module")
-def batch():
-    src, _ = reversal_batch(8, torch.Generator().manual_seed(1))
-    return src
+from generation_toys import BOS, EOS, PAD, tiny_gpt, toy_translator
 
 
 def reference_translate(model, src_row, max_new, eos=EOS):

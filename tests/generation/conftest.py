@@ -1,0 +1,27 @@
+"""Fixtures the decoding tests share: one torch thread for their tiny models, the toy
+translator and a batch of its sources."""
+
+import pytest
+import torch
+
+from generation_toys import reversal_batch, toy_translator
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: one thread avoids OpenMP overhead on the shared cores (restored after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def translator():
+    return toy_translator()
+
+
+@pytest.fixture(scope="module")
+def batch():
+    src, _ = reversal_batch(8, torch.Generator().manual_seed(1))
+    return src
