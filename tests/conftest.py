@@ -6,9 +6,12 @@ beside it). The real corpora are found through ATTNLAB_DATA, defaulting to the
 ``shared/data`` folder beside the repository.
 """
 
+import atexit
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,10 @@ from repo_paths import SHARED_DATA as _DEFAULT_DATA  # noqa: E402
 
 if "ATTNLAB_DATA" not in os.environ and _DEFAULT_DATA.is_dir():
     os.environ["ATTNLAB_DATA"] = str(_DEFAULT_DATA)
+# Prepared token files go to a cache of the session's own (shared by its tests and the commands
+# they start), never the user's ~/.cache.
+os.environ["ATTNLAB_CACHE"] = tempfile.mkdtemp(prefix="attnlab-cache-")
+atexit.register(shutil.rmtree, os.environ["ATTNLAB_CACHE"], True)
 
 
 # A suite started in the background of a non-interactive shell (``make test &``, nohup) inherits

@@ -141,10 +141,10 @@ def test_evaluate_help_names_the_splits_each_task_has(capsys):
 def test_decoding_a_test_set_shows_a_progress_bar_when_the_recipe_asks(toys, tmp_path, monkeypatch, capsys):
     import shutil
 
-    import attnlab.tasks.translation.task as translation
+    from attnlab.data.pair_corpus import PreparedPairs
 
     pairs = [("Ein Hund läuft über die Wiese.", "A dog runs across the grass.")] * 6
-    monkeypatch.setattr(translation, "load_multi30k", lambda *args, **kw: pairs)
+    monkeypatch.setattr(PreparedPairs, "pairs", lambda self, split: pairs)
     for progress in (True, False):
         ckpt = shutil.copytree(toys["translator"], tmp_path / f"progress_{progress}")
         recipe = {"task": "translation", "data": {"src_lang": "de", "tgt_lang": "en"},

@@ -74,8 +74,9 @@ def test_dataset_from_text_pairs_and_max_len():
     tok = CharTokenizer.train("abcdefgh")
     data = TranslationDataset.from_pairs(pairs, tok, tok)
     assert len(data) == 3 and data[0] == (tok.encode("abc"), tok.encode("ab"))
-    assert data.lengths == [3, 9, 2]
-    assert len(TranslationDataset.from_pairs(pairs, tok, tok, max_len=5)) == 2
+    assert data.lengths.tolist() == [3, 9, 2]
+    short = TranslationDataset.from_pairs(pairs, tok, tok, max_len=5)
+    assert len(short) == 2 and short.too_long == 1 and short[1] == data[2]
 
 
 # --- bucketing ----------------------------------------------------------------------------

@@ -99,18 +99,18 @@ def test_translate_encodes_sources_without_specials(run_dir):
 
 
 def test_evaluate_reads_the_pair_and_prints_signatures(run_dir, capsys, monkeypatch):
-    import attnlab.tasks.translation.task as task
+    from attnlab.data.pair_corpus import PreparedPairs
 
-    calls = []
+    calls, every = [], PreparedPairs.pairs
 
-    def first_pairs(split, src_lang, tgt_lang, data_dir=None):  # 24 pairs keep the test fast
-        calls.append((split, src_lang, tgt_lang))
-        return load_multi30k(split, src_lang, tgt_lang, data_dir)[:24]
+    def first_pairs(self, split):  # 24 pairs keep the test fast
+        calls.append((split, self.sources.src_lang, self.sources.tgt_lang))
+        return every(self, split)[:24]
 
-    monkeypatch.setattr(task, "load_multi30k", first_pairs)
+    monkeypatch.setattr(PreparedPairs, "pairs", first_pairs)
     assert main(["evaluate", str(run_dir / "final"), "--split", "val", "--beam", "1"]) == 0
     out = capsys.readouterr().out
-    assert calls == [("val", "de", "en")]
+    assert calls[-1] == ("val", "de", "en")
     assert "de-en val: BLEU = " in out and "nrefs:1|case:mixed|eff:no|tok:13a" in out
     assert "chrF2 = " in out and "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no" in out
 
@@ -166,18 +166,23 @@ def test_resume_continues_the_run_with_its_tokenizer(run_dir, tmp_path):
 
 
 def _first_pairs(n):
-    def load(split, src_lang, tgt_lang, data_dir=None):
-        return load_multi30k(split, src_lang, tgt_lang, data_dir)[:n]
+    """``PreparedPairs.pairs`` cut to the first ``n`` pairs of a split."""
+    from attnlab.data.pair_corpus import PreparedPairs
 
-    return load
+    every = PreparedPairs.pairs
+
+    def pairs(self, split):
+        return every(self, split)[:n]
+
+    return pairs
 
 
 def test_evaluation_with_the_device_given_everywhere(run_dir, monkeypatch, capsys):
     """The model, the validation batches and the decoder follow the device asked for: here
     ``cpu`` given explicitly at every step (a GPU machine runs the CUDA test below)."""
-    import attnlab.tasks.translation.task as task
+    from attnlab.data.pair_corpus import PreparedPairs
 
-    monkeypatch.setattr(task, "load_multi30k", _first_pairs(24))
+    monkeypatch.setattr(PreparedPairs, "pairs", _first_pairs(24))
     request = EvaluateRequest(split="val", device="cpu", beam_size=2)
     explicit = TranslationTask.evaluate(run_dir / "final", request)
     default = TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", beam_size=2))
@@ -211,9 +216,9 @@ def test_validation_loss_equals_a_recomputation_on_the_device(run_dir):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_evaluation_on_cuda_matches_the_cpu(run_dir, monkeypatch):
-    import attnlab.tasks.translation.task as task
+    from attnlab.data.pair_corpus import PreparedPairs
 
-    monkeypatch.setattr(task, "load_multi30k", _first_pairs(64))
+    monkeypatch.setattr(PreparedPairs, "pairs", _first_pairs(64))
     cpu, cuda = (
         TranslationTask.evaluate(run_dir / "final", EvaluateRequest(split="val", device=d, beam_size=2))
         for d in ("cpu", "cuda")

@@ -55,7 +55,22 @@ def train_args(p: argparse.ArgumentParser) -> None:
                    help="checkpoint or run directory to continue exactly, in that run's directory")
     _overwrite_arg(p, "--run-dir")
     _data_dir_arg(p)
+    _errors_arg(p)
     _device_arg(p)
+
+
+def prepare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="TOML recipe whose [data] to prepare, e.g. configs/shakespeare_char.toml")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides: data.corpus=notes/")
+    _data_dir_arg(p)
+    _errors_arg(p)
+
+
+def _errors_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--errors", choices=("strict", "replace"), default=None,
+                   help="corpus bytes that are not UTF-8: stop naming the file, line and byte (strict, "
+                        "the recipe's default) or read on with U+FFFD in their place, counted (replace); "
+                        "sets data.errors")
 
 
 def _overwrite_arg(p: argparse.ArgumentParser, where: str) -> None:

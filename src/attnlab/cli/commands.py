@@ -20,15 +20,30 @@ from typing import IO
 from attnlab.checkpoint import resolve_resume, run_dir_of
 from attnlab.config import apply_overrides
 from attnlab.pipelines import CaptioningPipeline, LanguageModelPipeline, TranslationPipeline
-from attnlab.tasks import EvaluateRequest, load_recipe, task_for_checkpoint
+from attnlab.tasks import EvaluateRequest, load_recipe, task_class, task_for_checkpoint
 from attnlab.tasks import train as train_task
 from attnlab.tasks.base import load_saved_recipe, saved_recipe
+
+
+def _overrides(args: argparse.Namespace) -> list[str]:
+    """The command line's ``key=value`` overrides, ``--errors`` among them."""
+    return [*args.overrides, *([f"data.errors={args.errors}"] if args.errors else [])]
+
+
+def prepare(args: argparse.Namespace) -> int:
+    """``attnlab prepare RECIPE``: the recipe's corpus read, its tokenizer learned and its token
+    files written into the cache (``$ATTNLAB_CACHE``), where ``train`` finds them."""
+    recipe = load_recipe(args.config, _overrides(args))
+    for line in task_class(recipe["task"]).prepare_data(recipe, args.data_dir):
+        print(line, flush=True)
+    return 0
 
 
 def train(args: argparse.Namespace) -> int:
     """A new run from ``--config`` (into an empty directory, or ``--overwrite`` an earlier run),
     or ``--resume`` a run, into its own directory with its own recipe (``--config`` then must
     agree with it; overrides apply to either)."""
+    args.overrides = _overrides(args)
     if args.config is not None:
         recipe = load_recipe(args.config, args.overrides)
     elif args.resume is not None:

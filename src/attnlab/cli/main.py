@@ -19,6 +19,8 @@ from attnlab.runtime import bound_kernel_caches, keep_freed_memory
 # is imported only when its subcommand runs (attnlab.cli.commands, .explorer, .labs).
 SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
     "train": ("train a model from a TOML recipe", "attnlab.cli.commands:train", a.train_args),
+    "prepare": ("read and tokenize a recipe's corpus into the cache of token files that train reuses",
+                "attnlab.cli.commands:prepare", a.prepare_args),
     "translate": ("translate stdin to stdout with a checkpoint", "attnlab.cli.commands:translate",
                   a.translate_args),
     "evaluate": ("score a checkpoint: BLEU/chrF, perplexity, bit errors or caption accuracy",

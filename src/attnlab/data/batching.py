@@ -21,11 +21,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset, Sampler
 
+from attnlab.data.prepared import Rows
 from attnlab.data.tokenizers import AnyTokenizer
 from attnlab.validation import check_positive, check_rank
 
@@ -67,36 +69,43 @@ def collate(examples: Sequence[tuple[Ids, Ids]], *, pad_id: int, bos_id: int, eo
     if not examples:
         raise ValueError("examples must hold at least one (source, target) pair, got 0")
 
-    def pad(rows: list[list[int]]) -> Tensor:
-        tensors = [torch.tensor(r, dtype=torch.long) for r in rows]
-        return pad_sequence(tensors, batch_first=True, padding_value=pad_id)  # (B, max len)
+    def pad(rows: list[Tensor]) -> Tensor:
+        return pad_sequence(rows, batch_first=True, padding_value=pad_id)  # (B, max len)
 
-    src = [list(s) for s, _ in examples]
-    tgt = [list(t) for _, t in examples]
+    src = [torch.as_tensor(np.asarray(s, dtype=np.int64)) for s, _ in examples]
+    tgt = [torch.as_tensor(np.asarray(t, dtype=np.int64)) for _, t in examples]
+    bos, eos = torch.tensor([bos_id]), torch.tensor([eos_id])
     return Batch(
         src=pad(src),  # (B, S)
-        tgt_in=pad([[bos_id, *t] for t in tgt]),  # (B, T)
-        tgt_out=pad([[*t, eos_id] for t in tgt]),  # (B, T)
+        tgt_in=pad([torch.cat([bos, t]) for t in tgt]),  # (B, T)
+        tgt_out=pad([torch.cat([t, eos]) for t in tgt]),  # (B, T)
         src_lengths=torch.tensor([len(s) for s in src], dtype=torch.long),  # (B,)
         tgt_lengths=torch.tensor([len(t) + 1 for t in tgt], dtype=torch.long),  # (B,)
     )
 
 
 class TranslationDataset(Dataset):
-    """Encoded sentence pairs; item ``i`` is ``(source_ids, target_ids)`` without specials."""
+    """Encoded sentence pairs; item ``i`` is ``(source_ids, target_ids)`` without specials.
+
+    ``src`` and ``tgt`` are lists of id lists, or memory-mapped :class:`~attnlab.data.prepared.Rows`;
+    ``keep`` (indices into them) takes a subset without copying a row.
+    """
 
     def __init__(
         self,
-        src: Sequence[Ids],
-        tgt: Sequence[Ids],
+        src: Sequence[Ids] | Rows,
+        tgt: Sequence[Ids] | Rows,
         *,
         pad_id: int = 0,
         bos_id: int = 1,
         eos_id: int = 2,
+        keep: np.ndarray | None = None,
     ) -> None:
         if len(src) != len(tgt):
             raise ValueError(f"src has {len(src)} sequences but tgt has {len(tgt)}")
-        self.src, self.tgt = list(src), list(tgt)
+        rows = isinstance(src, Rows)
+        self.src, self.tgt = (src, tgt) if rows else (list(src), list(tgt))
+        self.keep = np.arange(len(src)) if keep is None else keep
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
 
     @classmethod
@@ -108,25 +117,45 @@ class TranslationDataset(Dataset):
         *,
         max_len: int | None = None,
     ) -> TranslationDataset:
-        """Encode text pairs; with ``max_len``, drop pairs whose source or target + 1 is longer."""
+        """Encode text pairs; with ``max_len``, leave out pairs whose source or target + 1 is longer."""
         src = src_tokenizer.encode_batch([s for s, _ in pairs])
         tgt = tgt_tokenizer.encode_batch([t for _, t in pairs])
+        return cls.from_rows(src, tgt, tgt_tokenizer, max_len=max_len)
+
+    @classmethod
+    def from_rows(cls, src: Sequence[Ids] | Rows, tgt: Sequence[Ids] | Rows, tokenizer: AnyTokenizer,
+                  *, max_len: int | None = None) -> TranslationDataset:
+        """Encoded pairs (``tokenizer``: the target side's, for its special ids); with
+        ``max_len``, those whose source or target + 1 is longer are left out (:attr:`too_long`
+        counts them)."""
+        tok = tokenizer
+        data = cls(src, tgt, pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
         if max_len is not None:
-            keep = [i for i in range(len(src)) if max(len(src[i]), len(tgt[i]) + 1) <= max_len]
-            src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
-        tok = tgt_tokenizer
-        return cls(src, tgt, pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
-
-    def __len__(self) -> int:
-        return len(self.src)
-
-    def __getitem__(self, i: int) -> tuple[Ids, Ids]:
-        return self.src[i], self.tgt[i]
+            data.keep = np.flatnonzero(data.lengths <= max_len)
+        return data
 
     @property
-    def lengths(self) -> list[int]:
-        """Padded row width of each pair: ``max(len(source), len(target) + 1)``."""
-        return [max(len(s), len(t) + 1) for s, t in zip(self.src, self.tgt, strict=True)]
+    def too_long(self) -> int:
+        """How many pairs :meth:`from_rows` left out for ``max_len``."""
+        return len(self.src) - len(self.keep)
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+    def __getitem__(self, i: int) -> tuple[Ids, Ids]:
+        j = int(self.keep[i])
+        return self.src[j], self.tgt[j]
+
+    def side_lengths(self, side: str) -> np.ndarray:
+        """The length of every kept source (``"src"``) or target (``"tgt"``) sentence, (N,)."""
+        rows = self.src if side == "src" else self.tgt
+        every = rows.lengths if isinstance(rows, Rows) else np.fromiter(map(len, rows), np.int64, len(rows))
+        return every[self.keep]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Padded row width of each pair: ``max(len(source), len(target) + 1)``, (N,)."""
+        return np.maximum(self.side_lengths("src"), self.side_lengths("tgt") + 1)
 
     def collate(self, examples: Sequence[tuple[Ids, Ids]]) -> Batch:
         return collate(examples, pad_id=self.pad_id, bos_id=self.bos_id, eos_id=self.eos_id)
@@ -138,16 +167,19 @@ def token_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
     Indices are sorted by length (ties by index) and packed greedily: deterministic.
     """
     check_positive("max_tokens", max_tokens)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")  # by length, ties by index
+    if len(order) and lengths[order[-1]] > max_tokens:
+        i = int(order[-1])
+        raise ValueError(
+            f"example {i} needs {lengths[i]} tokens but max_tokens is {max_tokens}; "
+            f"raise max_tokens or drop long pairs (max_len)"
+        )
     batches: list[list[int]] = []
     current: list[int] = []
-    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
-        if lengths[i] > max_tokens:
-            raise ValueError(
-                f"example {i} needs {lengths[i]} tokens but max_tokens is {max_tokens}; "
-                f"raise max_tokens or drop long pairs (max_len)"
-            )
-        # Sorted order: lengths[i] is the longest of the batch if i joins it.
-        if current and (len(current) + 1) * lengths[i] > max_tokens:
+    for i, n in zip(order.tolist(), lengths[order].tolist(), strict=True):
+        # Sorted order: n is the longest of the batch if i joins it.
+        if current and (len(current) + 1) * n > max_tokens:
             batches.append(current)
             current = []
         current.append(i)
@@ -218,18 +250,28 @@ class LMDataset:
     """Random contiguous windows of a 1-D token stream, as nanoGPT's ``get_batch``.
 
     ``x`` is a window of ``block_size`` tokens and ``y`` the same window shifted by one:
-    position ``t`` of ``y`` is the next token after position ``t`` of ``x``.
+    position ``t`` of ``y`` is the next token after position ``t`` of ``x``. ``tokens`` is a
+    tensor or a NumPy array — a memory-mapped token file is read a window at a time, so memory
+    does not grow with the corpus. ``part = (rank, world_size)`` draws only from the rank's own
+    ``1 / world_size`` of the stream (disjoint, contiguous parts), as each process of
+    ``torchrun`` must.
     """
 
-    def __init__(self, tokens: Tensor, block_size: int, *, seed: int = 0) -> None:
-        check_rank("tokens", tokens, 1, "(N,)")
+    def __init__(self, tokens: Tensor | np.ndarray, block_size: int, *, seed: int = 0,
+                 part: tuple[int, int] = (0, 1)) -> None:
+        if isinstance(tokens, Tensor):
+            check_rank("tokens", tokens, 1, "(N,)")
         check_positive("block_size", block_size)
-        if tokens.numel() < block_size + 1:
+        rank, world = part
+        n = len(tokens)
+        self.start, stop = n * rank // world, n * (rank + 1) // world
+        if stop - self.start < block_size + 1:
+            where = f"part {rank + 1} of {world} of the stream" if world > 1 else "tokens"
             raise ValueError(
-                f"tokens has {tokens.numel()} tokens but block_size + 1 = {block_size + 1} "
-                f"are needed"
+                f"{where} has {stop - self.start} tokens but block_size + 1 = {block_size + 1} are needed"
             )
-        self.tokens = tokens.long()  # (N,)
+        self.tokens = tokens.long() if isinstance(tokens, Tensor) else tokens  # (N,)
+        self.n_starts = stop - self.start - block_size
         self.block_size = block_size
         self.generator = torch.Generator().manual_seed(seed)
         self._offsets = torch.arange(block_size + 1)  # (block + 1,)
@@ -237,9 +279,12 @@ class LMDataset:
     def get_batch(self, batch_size: int) -> tuple[Tensor, Tensor]:
         """``x, y`` of shape ``(B, block_size)`` each, windows drawn uniformly at random."""
         check_positive("batch_size", batch_size)
-        n_starts = self.tokens.numel() - self.block_size
-        starts = torch.randint(n_starts, (batch_size,), generator=self.generator)  # (B,)
-        windows = self.tokens[starts[:, None] + self._offsets]  # (B, block + 1)
+        starts = self.start + torch.randint(self.n_starts, (batch_size,), generator=self.generator)  # (B,)
+        index = starts[:, None] + self._offsets  # (B, block + 1)
+        if isinstance(self.tokens, Tensor):
+            windows = self.tokens[index]
+        else:
+            windows = torch.from_numpy(self.tokens[index.numpy()].astype(np.int64))
         return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()  # (B, block) each
 
     def state_dict(self) -> dict[str, Tensor]:

@@ -16,9 +16,11 @@ import gzip
 import os
 import zlib
 from collections.abc import Iterator
+from typing import IO
 from pathlib import Path
 
 from attnlab.data.download import download as fetch
+from attnlab.validation import check_choice, counted
 
 DATA_ENV = "ATTNLAB_DATA"
 DEFAULT_DATA_DIR = Path("~/.cache/attnlab")
@@ -71,53 +73,135 @@ def ensure_file(path: Path, url: str, sha256: str | None, *, download_missing: b
     return fetch(url, path, sha256)
 
 
-def _raw_lines(path: PathLike) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` with the trailing ``\\n`` removed; line numbers start at 1.
+ERRORS = ("strict", "replace")
+"""What a reader does with bytes that are not UTF-8: refuse them naming the file, the line and
+the byte (``strict``), or read on with U+FFFD in their place (``replace``), counted."""
+BLOCK_BYTES = 1 << 20
 
-    Lines split on ``\\n`` only (never on ``\\r`` or Unicode separators inside a sentence).
-    """
+
+def _open_binary(path: PathLike) -> IO[bytes]:
+    """``path`` opened for reading bytes, decompressed when it starts with gzip's magic."""
     with open(path, "rb") as f:
         compressed = f.read(2) == GZIP_MAGIC
-    opener = gzip.open if compressed else open
+    return gzip.open(path, "rb") if compressed else open(path, "rb")  # noqa: SIM115
+
+
+class Replaced:
+    """The lines in which ``errors="replace"`` replaced bytes, by file (a file read twice counts
+    each line once)."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, set[int]] = {}
+
+    def add(self, path: PathLike, numbers: Iterator[int]) -> None:
+        self.numbers.setdefault(str(path), set()).update(numbers)
+
+    @property
+    def lines(self) -> dict[str, int]:
+        """How many lines of each file had bytes replaced."""
+        return {path: len(numbers) for path, numbers in self.numbers.items()}
+
+    @staticmethod
+    def describe(lines: dict[str, int]) -> str | None:
+        """One line naming what was replaced (``None`` when nothing was)."""
+        if not lines:
+            return None
+        files = ", ".join(f"{p} ({counted(n, 'line')})" for p, n in lines.items())
+        return f"note: bytes that are not UTF-8 replaced by U+FFFD in {files}"
+
+
+def text_blocks(
+    path: PathLike, *, errors: str = "strict", replaced: Replaced | None = None,
+    block_bytes: int | None = None,
+) -> Iterator[tuple[int, str]]:
+    """Stream a plain or gzip UTF-8 file as ``(number of the block's first line, text)``.
+
+    Each block holds whole lines of about ``block_bytes`` (default :data:`BLOCK_BYTES`; ending in ``\\n``, the file's last
+    perhaps not), so memory does not grow with the file; the byte-order mark is dropped.
+
+    Raises:
+        ValueError: bytes that are not UTF-8 (with ``errors="strict"``), naming the file, the
+            line and the byte offset in the line and in the (uncompressed) file; a truncated
+            or corrupt gzip file.
+    """
+    check_choice("errors", errors, ERRORS)
+    block_bytes = block_bytes or BLOCK_BYTES
+    line, offset, carry = 1, 0, bytearray()
     try:
-        with opener(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                yield number, _decode_line(raw, path, number)
+        with _open_binary(path) as f:
+            while True:
+                raw = f.read(block_bytes)
+                carry += raw
+                cut = carry.rfind(b"\n") + 1 if raw else len(carry)
+                if raw and cut == 0:
+                    continue  # one line longer than a block: read on
+                data = bytes(carry[:cut])
+                del carry[:cut]
+                if data:
+                    text = _decode(data, path, line, offset, errors, replaced)
+                    yield line, text.removeprefix("\ufeff") if offset == 0 else text
+                    line, offset = line + data.count(b"\n"), offset + len(data)
+                if not raw:
+                    return
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
         raise ValueError(f"{path}: truncated or corrupt gzip file ({err})") from None
 
 
-def _not_utf8(path: PathLike, number: int, err: UnicodeDecodeError, line_start: int = 0) -> ValueError:
-    """The error for bytes that are not UTF-8: ``path:line: ... at byte B`` (B within the line)."""
-    return ValueError(f"{path}:{number}: not valid UTF-8 ({err.reason} at byte {err.start - line_start})")
-
-
-def _decode_line(raw: bytes, path: PathLike, number: int) -> str:
-    """One line as text, its ``\\n`` removed (and the byte-order mark of line 1)."""
+def _decode(data: bytes, path: PathLike, line: int, offset: int, errors: str,
+            replaced: Replaced | None) -> str:
+    """``data`` (whole lines starting at ``line``, byte ``offset`` of the file) as text."""
     try:
-        text = raw.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise _not_utf8(path, number, err) from None
-    if number == 1:
-        text = text.removeprefix("\ufeff")  # byte-order mark
-    return text.removesuffix("\n")
+        if errors == "strict":
+            start = data.rfind(b"\n", 0, err.start) + 1
+            number = line + data.count(b"\n", 0, err.start)
+            raise ValueError(
+                f"{path}:{number}: not valid UTF-8 ({err.reason} at byte {err.start - start} of the line, "
+                f"byte {offset + err.start} of the file); --errors replace (data.errors = \"replace\") "
+                "reads on with U+FFFD in its place"
+            ) from None
+    if replaced is not None:
+        replaced.add(path, (line + i for i, raw in enumerate(data.split(b"\n")) if not _is_utf8(raw)))
+    return data.decode("utf-8", errors="replace")
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def numbered_lines(
+    path: PathLike, *, errors: str = "strict", replaced: Replaced | None = None
+) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` with the trailing ``\\n`` removed; line numbers start at 1.
+
+    Lines split on ``\\n`` only (never on ``\\r`` or Unicode separators inside a sentence).
+    """
+    for first, text in text_blocks(path, errors=errors, replaced=replaced):
+        lines = text.split("\n")
+        if text.endswith("\n"):
+            lines.pop()
+        yield from enumerate(lines, start=first)
 
 
 def read_text(path: PathLike) -> str:
     """A whole UTF-8 text file, line ends as Python's text mode gives them (``\\r\\n`` → ``\\n``);
     bytes that are not UTF-8 raise ``ValueError`` naming the file and the line."""
-    raw = Path(path).read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line_start = raw.rfind(b"\n", 0, err.start) + 1
-        raise _not_utf8(path, raw.count(b"\n", 0, err.start) + 1, err, line_start) from None
+    return normalize_newlines("".join(text for _, text in text_blocks(path)))
+
+
+def normalize_newlines(text: str) -> str:
+    """``\\r\\n`` and a lone ``\\r`` become ``\\n`` (Python's universal newlines)."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_lines(path: PathLike) -> list[str]:
     """All lines of a plain or gzip UTF-8 file, trailing whitespace stripped."""
-    return [text.rstrip() for _, text in _raw_lines(path)]
+    return [text.rstrip() for _, text in numbered_lines(path)]
 
 
 def read_parallel(src_path: PathLike, tgt_path: PathLike) -> list[tuple[str, str]]:
@@ -153,7 +237,7 @@ def read_tsv(path: PathLike) -> list[tuple[str, str]]:
         ValueError: a line without exactly one tab, or with one side empty.
     """
     pairs = []
-    for number, text in _raw_lines(path):
+    for number, text in numbered_lines(path):
         if not text.strip():
             continue
         fields = [field.strip() for field in text.split("\t")]

@@ -19,12 +19,14 @@ for sacreBLEU. Special-token strings typed in the text (``"<eos>"``) are encoded
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import tokenizers as hf
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
@@ -42,6 +44,7 @@ CHAR_FORMAT = "attnlab.CharTokenizer"
 SMALLEST_BPE = len(pre_tokenizers.ByteLevel.alphabet()) + len(SPECIAL_TOKENS)  # bytes + specials
 SMALLEST_VOCABULARY = len(SPECIAL_TOKENS) + 1  # a character or word tokenizer: specials + one symbol
 
+UNICODE_SIZE = 0x110000  # code points
 Ids = Sequence[int]
 
 
@@ -62,6 +65,11 @@ class _Specials:
     def _wrap(self, ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:
         return [self.bos_id] * add_bos + ids + [self.eos_id] * add_eos
 
+    @property
+    def special_ids(self) -> tuple[int, int, int, int]:
+        """The ids of ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>``."""
+        return self.pad_id, self.bos_id, self.eos_id, self.unk_id
+
     def _content_ids(self, ids: Ids, skip_special: bool) -> list[int]:
         """Check ids are in range; with ``skip_special`` cut at the first eos, drop specials."""
         ids = _as_list(ids)
@@ -72,7 +80,12 @@ class _Specials:
             return ids
         if self.eos_id in ids:
             ids = ids[: ids.index(self.eos_id)]
-        return [i for i in ids if i >= len(SPECIAL_TOKENS)]
+        specials = self.special_ids
+        return [i for i in ids if i not in specials]
+
+    def encode_arrays(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The ids of each text as an int64 array (no specials added)."""
+        return [np.asarray(ids, dtype=np.int64) for ids in self.encode_batch(texts)]
 
     def encode_batch(
         self, texts: Iterable[str], *, add_bos: bool = False, add_eos: bool = False
@@ -88,8 +101,10 @@ class Tokenizer(_Specials):
 
     def __init__(self, tokenizer: hf.Tokenizer) -> None:
         found = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
-        if found != list(range(len(SPECIAL_TOKENS))):
-            raise ValueError(f"special tokens {SPECIAL_TOKENS} must have ids 0..3, got {found}")
+        if None in found:  # another project's tokenizer: its vocabulary, then the specials it lacks
+            tokenizer.add_special_tokens([t for t, i in zip(SPECIAL_TOKENS, found, strict=True) if i is None])
+            found = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
+        self.pad_id, self.bos_id, self.eos_id, self.unk_id = found
         tokenizer.encode_special_tokens = True  # "<eos>" typed in text is text, not a special
         self.hf = tokenizer
 
@@ -132,6 +147,10 @@ class Tokenizer(_Specials):
     ) -> list[list[int]]:
         """``encode`` for many texts at once (parallel, in Rust)."""
         return [self._wrap(e.ids, add_bos, add_eos) for e in self.hf.encode_batch(list(texts))]
+
+    def encode_arrays(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The ids of each text as an int64 array, all texts at once (parallel, in Rust)."""
+        return [np.asarray(e.ids, dtype=np.int64) for e in self.hf.encode_batch(list(texts))]
 
     def decode(self, ids: Ids, *, skip_special: bool = True) -> str:
         """Plain text of ``ids``. With ``skip_special`` (default) decoding stops at the first
@@ -213,6 +232,19 @@ class CharTokenizer(_Specials):
             ) from None
         return self._wrap(ids, add_bos, add_eos)
 
+    def encode_arrays(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The ids of each text as an int64 array, through a table indexed by code point."""
+        if not hasattr(self, "_table"):
+            self._table = np.full(UNICODE_SIZE, -1, np.int64)
+            self._table[[ord(c) for c in self.chars]] = np.arange(len(SPECIAL_TOKENS), self.vocab_size)
+        out = []
+        for text in texts:
+            ids = self._table[np.frombuffer(text.encode("utf-32-le"), np.uint32)]
+            if ids.size and ids.min() < 0:
+                self.encode(text)  # raises, naming the characters outside the vocabulary
+            out.append(ids)
+        return out
+
     def decode(self, ids: Ids, *, skip_special: bool = True) -> str:
         return "".join(self.itos[i] for i in self._content_ids(ids, skip_special))
 
@@ -268,8 +300,8 @@ def bpe_need(vocab_size: int, name: str = "vocab_size") -> Need:
 
 
 def train_bpe(
-    src_texts: Sequence[str],
-    tgt_texts: Sequence[str],
+    src_texts: Iterable[str],
+    tgt_texts: Iterable[str],
     vocab_size: int = 8000,
     *,
     joint: bool = True,
@@ -282,7 +314,7 @@ def train_bpe(
     of ``vocab_size`` each.
     """
     if joint:
-        tok = Tokenizer.train([*src_texts, *tgt_texts], vocab_size, min_frequency=min_frequency)
+        tok = Tokenizer.train(itertools.chain(src_texts, tgt_texts), vocab_size, min_frequency=min_frequency)
         return tok, tok
     return (
         Tokenizer.train(src_texts, vocab_size, min_frequency=min_frequency),

@@ -126,6 +126,14 @@ class Task(ABC):
     def report(self, model: nn.Module, result: TrainResult) -> dict[str, Any]:
         """After training: score, print and write ``results.json``; return the results."""
 
+    # ------------------------------------------------------------------ the prepare command
+    @classmethod
+    def prepare_data(cls, raw: Mapping[str, Any], data_dir: str | None) -> list[str]:
+        """``attnlab prepare``: read the recipe ``raw``'s corpus into the token files training
+        reuses; returns the lines to print. A task whose data is made as it trains has none."""
+        cls.recipe_class.from_dict(raw)  # a bad recipe is refused all the same
+        return [f"nothing to prepare: the {cls.recipe_class.task_name} task makes its data as it trains"]
+
     # ------------------------------------------------------------------ the evaluate command
     @classmethod
     @abstractmethod

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from attnlab.config import from_dict, parse_override, unknown_key_error
+from attnlab.data.sources import resolved
 from attnlab.memory import Need, leading_sizes, measure_model
 from attnlab.models import MODEL_TYPES, task_models  # importing the models registers them
 from attnlab.training import OptimConfig, TrainConfig
@@ -63,6 +64,20 @@ def fit_warmup(recipe: MutableMapping[str, Any], overrides: Sequence[str]) -> st
     recipe["optim"] = {**optim, "warmup": total // 10}
     return (f"note: optim.warmup={warmup} is not shorter than {length}={total}: warming up over "
             f"{counted(total // 10, 'step')} instead (a tenth of the run; set optim.warmup to choose)")
+
+
+def corpus_paths(name: str, corpus: str | list[str], presets: Sequence[str],
+                 *held_out: str | list[str]) -> tuple[Any, ...]:
+    """A ``[data]`` table's ``corpus`` (a preset's name as it is, else its paths made absolute)
+    and its own validation / test files (``""``: none), which only a corpus of files takes."""
+    if not corpus:
+        raise ValueError(f"{name} must name a preset ({', '.join(presets)}) or your files, got {corpus!r}")
+    if isinstance(corpus, str) and corpus in presets:
+        given = [n for n, v in zip(("val", "test"), held_out) if v]
+        if given:
+            raise ValueError(f"data.{given[0]} names files of your own corpus; the {corpus} preset has its own")
+        return corpus, *held_out
+    return resolved(corpus), *(resolved(v) if v else v for v in held_out)
 
 
 def _nested(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 :mod:`attnlab.tasks.language_model`; the shape of every recipe: :mod:`attnlab.tasks.recipe`).
 
     task = "language_model"
-    [data]   corpus, tokenizer ("char" | "bpe"), vocab_size (bpe), train_fraction,
-             block_size, batch_size, seed
+    [data]   corpus (a preset or your files), val, text_field, tokenizer ("char" | "word" |
+             "bpe"), vocab_size (bpe), tokenizer_file, train_fraction, block_size,
+             batch_size, seed, errors
     [model]  type = "gpt" (default), "lstm" or "lstmn", and that model config's fields except
              vocab_size (from the tokenizer) and block_size (from data)
     [optim]  OptimConfig fields: lr, min_lr, warmup, decay_steps (default train.max_steps),
@@ -18,30 +19,48 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnlab.data.corpora import ERRORS
+from attnlab.data.presets import TEXT_PRESETS
+from attnlab.data.sources import resolved
 from attnlab.data.tokenizers import SMALLEST_BPE, SMALLEST_VOCABULARY
-from attnlab.tasks.recipe import ModelTable, Recipe
+from attnlab.tasks.recipe import ModelTable, Recipe, corpus_paths
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive
 
-TOKENIZERS = ("char", "bpe")
-CORPORA = ("tinyshakespeare",)
+TOKENIZERS = ("char", "word", "bpe")
 
 
 @dataclass
 class LMData:
-    """``[data]``: corpus, tokenizer and windows."""
+    """``[data]``: the text, its tokenizer and the windows.
 
-    corpus: str = "tinyshakespeare"
+    ``corpus`` is a preset (``tinyshakespeare``) or your own text: a file, a folder, a glob or
+    a list of them; plain or gzip; JSON lines take their text from ``text_field``
+    (:mod:`attnlab.data.sources`). ``val`` names validation files; without them the last
+    ``1 - train_fraction`` of the text validates. ``tokenizer`` is learned on the training
+    text — ``char`` (every character of the text), ``word`` or ``bpe`` (byte-level, of
+    ``vocab_size``) — unless ``tokenizer_file`` gives a ``tokenizer.json`` to use as it is.
+    ``errors = "replace"`` reads bytes that are not UTF-8 as U+FFFD (counted) instead of
+    refusing them."""
+
+    corpus: str | list[str] = "tinyshakespeare"
+    val: str | list[str] = ""
+    text_field: str = "text"
     tokenizer: str = "char"
     vocab_size: int = 2048  # BPE only
+    tokenizer_file: str = ""
     train_fraction: float = 0.9
     block_size: int = 256
     batch_size: int = 64
     seed: int = 1337
+    errors: str = "strict"
 
     def __post_init__(self) -> None:
-        check_choice("data.corpus", self.corpus, CORPORA)
+        self.corpus, self.val = corpus_paths("data.corpus", self.corpus, TEXT_PRESETS, self.val)
+        if self.tokenizer_file:
+            self.tokenizer_file = str(resolved(self.tokenizer_file))
         check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
+        check_choice("data.errors", self.errors, ERRORS)
         if not 0.0 < self.train_fraction < 1.0:
             raise ValueError(f"data.train_fraction must be in (0, 1), got {self.train_fraction}")
         for name in ("block_size", "batch_size", "vocab_size"):
@@ -96,7 +115,7 @@ class LMRecipe(Recipe):
     def model_pending(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
         """The vocabulary the tokenizer learns from the text: at least BPE's bytes and special
         tokens, or the special tokens and one character."""
-        bpe = tables["data"].tokenizer == "bpe"
+        bpe = tables["data"].tokenizer == "bpe" and not tables["data"].tokenizer_file
         return {"vocab_size": SMALLEST_BPE if bpe else SMALLEST_VOCABULARY}
 
     def check(self) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -30,7 +31,11 @@ from torch import Tensor, nn
 from attnlab.atomic import write_atomic
 from attnlab.checkpoint import ExtraFiles, resolve_resume
 from attnlab.config import from_dict
-from attnlab.data import CharTokenizer, LMDataset, Tokenizer, load_tinyshakespeare, load_tokenizer
+from attnlab.data import LMDataset, load_tokenizer
+from attnlab.data.prepared import cache_dir
+from attnlab.data.presets import TEXT_PRESETS, text_preset
+from attnlab.data.sources import expand
+from attnlab.data.text_corpus import PreparedText, TextSources, prepare_text
 from attnlab.data.tokenizers import AnyTokenizer, bpe_need
 from attnlab.evaluation import perplexity
 from attnlab.memory import Need, sized
@@ -38,6 +43,7 @@ from attnlab.pipelines import LanguageModelPipeline
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
 from attnlab.tasks.language_model.recipe import LMData, LMRecipe
 from attnlab.training import TrainResult
+from attnlab.training.distributed import get_rank, get_world_size
 from attnlab.training.losses import mean_loss
 from attnlab.validation import counted
 
@@ -49,23 +55,33 @@ def split_text(text: str, train_fraction: float) -> tuple[str, str]:
     return text[:n], text[n:]
 
 
-def build_tokenizer(data: LMData, text: str, train_text: str) -> AnyTokenizer:
-    """Characters of the whole text (as nanoGPT), or byte-level BPE learned on the train part."""
-    if data.tokenizer == "char":
-        return CharTokenizer.train(text)
-    return Tokenizer.train(train_text.splitlines(keepends=True), data.vocab_size)
+def text_sources(data: LMData, data_dir: str | None) -> TextSources:
+    """The files ``data.corpus`` (a preset or your own) and ``data.val`` name."""
+    preset = isinstance(data.corpus, str) and data.corpus in TEXT_PRESETS
+    train = text_preset(data.corpus, data_dir) if preset else expand(data.corpus, "data.corpus")
+    val = expand(data.val, "data.val") if data.val else []
+    return TextSources(tuple(train), tuple(val), data.text_field, data.train_fraction, data.errors)
 
 
-def encode(tokenizer: AnyTokenizer, text: str) -> Tensor:
-    return torch.tensor(tokenizer.encode(text), dtype=torch.long)  # (N,)
+def prepare_corpus(data: LMData, data_dir: str | None, tokenizer: AnyTokenizer | None = None,
+                   *, progress: bool = True) -> PreparedText:
+    """The prepared token files of ``data``'s text (:func:`~attnlab.data.text_corpus.prepare_text`),
+    tokenized by ``tokenizer``, else by ``data.tokenizer_file``, else by one learned here."""
+    if tokenizer is None and data.tokenizer_file:
+        tokenizer = load_tokenizer(Path(data.tokenizer_file).parent, Path(data.tokenizer_file).name)
+    return prepare_text(text_sources(data, data_dir), kind=data.tokenizer, vocab_size=data.vocab_size,
+                        tokenizer=tokenizer, cache=cache_dir(), progress=progress)
 
 
-def train_windows(tokens: Tensor, data: LMData):
+def train_windows(tokens: Tensor | np.ndarray, data: LMData):
     """``train_data(epoch)`` for the Trainer: an endless stream of ``(x, y)`` windows drawn by
-    a fresh :class:`LMDataset` seeded by ``(seed, epoch)``, so a resumed run replays it."""
+    a fresh :class:`LMDataset` seeded by ``(seed, epoch)`` (and the rank, whose own part of
+    the stream it reads under torchrun), so a resumed run replays it."""
+    rank, world = get_rank(), get_world_size()
 
     def epoch_batches(epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
-        windows = LMDataset(tokens, data.block_size, seed=data.seed * 1_000_003 + epoch)
+        seed = data.seed * 1_000_003 + epoch + rank * 7_919_000_003
+        windows = LMDataset(tokens, data.block_size, seed=seed, part=(rank, world))
         while True:
             yield windows.get_batch(data.batch_size)  # (B, n), (B, n)
 
@@ -80,14 +96,20 @@ def lm_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, int
     return loss, y.numel()
 
 
-def val_windows(tokens: Tensor, block_size: int, batch_size: int) -> list[tuple[Tensor, Tensor]]:
-    """The whole validation stream as non-overlapping windows, in batches (deterministic)."""
-    n = (tokens.numel() - 1) // block_size
+def val_windows(tokens: Tensor | np.ndarray, block_size: int, batch_size: int) -> Iterator[tuple[Tensor, Tensor]]:
+    """The whole validation stream as non-overlapping windows, in batches (deterministic),
+    read a batch at a time."""
+    n = (len(tokens) - 1) // block_size
     if n < 1:
-        raise ValueError(f"validation text has {counted(tokens.numel(), 'token')}, fewer than block_size + 1")
-    x = tokens[: n * block_size].view(n, block_size)  # (W, n)
-    y = tokens[1 : n * block_size + 1].view(n, block_size)  # (W, n)
-    return [(x[i : i + batch_size], y[i : i + batch_size]) for i in range(0, n, batch_size)]
+        raise ValueError(f"validation text has {counted(len(tokens), 'token')}, fewer than block_size + 1")
+
+    def batches() -> Iterator[tuple[Tensor, Tensor]]:
+        for i in range(0, n, batch_size):
+            rows = min(batch_size, n - i)
+            chunk = torch.as_tensor(np.asarray(tokens[i * block_size : (i + rows) * block_size + 1], np.int64))
+            yield chunk[:-1].view(rows, block_size), chunk[1:].view(rows, block_size)  # (b, n) each
+
+    return batches()
 
 
 def full_val_loss(model: nn.Module, val_tokens: Tensor, block_size: int) -> dict[str, float]:
@@ -97,6 +119,9 @@ def full_val_loss(model: nn.Module, val_tokens: Tensor, block_size: int) -> dict
 
 
 # ----------------------------------------------------------------------------- pictures
+PICTURE_TOKENS = 20_000  # the start of the validation text, where the picture's line is found
+
+
 def attention_line(text: str, shortest: int = 30, longest: int = 60) -> str:
     """The first line of ``text`` of ``shortest`` to ``longest`` characters (else its start)."""
     for line in text.splitlines():
@@ -115,25 +140,24 @@ class LanguageModelTask(Task):
     eval_splits = ("val",)
 
     def prepare(self, resume: Path | None) -> None:
-        """The text, its tokenizer (or the resumed run's), the token streams and the fixed
-        random validation windows of the periodic evaluations."""
+        """The prepared token files of the text (made once, then reused), its tokenizer (or the
+        resumed run's) and the fixed random validation windows of the periodic evaluations."""
         d = self.recipe.data
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        text = load_tinyshakespeare(self.data_dir)
-        train_text, val_text = split_text(text, d.train_fraction)
-        self.val_text = val_text
-        if resume is not None:
-            self.tokenizer = load_tokenizer(resolve_resume(resume))
-        else:
-            self.tokenizer = build_tokenizer(d, text, train_text)
+        given = load_tokenizer(resolve_resume(resume)) if resume is not None else None
+        self.corpus = prepare_corpus(d, self.data_dir, given, progress=self.recipe.train.progress)
+        for line in self.corpus.notes():
+            print(line, flush=True)
+        self.tokenizer = self.corpus.tokenizer
         self.tokenizer_file = self.tokenizer.save(self.run_dir)
-        self.train_ids, self.val_ids = encode(self.tokenizer, train_text), encode(self.tokenizer, val_text)
+        self.train_ids, self.val_ids = self.corpus.tokens("train"), self.corpus.tokens("val")
         for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
-            if ids.numel() < d.block_size + 1:
+            if len(ids) < d.block_size + 1:
                 raise ValueError(
-                    f"the {name} text has {counted(ids.numel(), 'token')}, fewer than data.block_size + 1 = "
-                    f"{d.block_size + 1}: lower data.block_size or change data.train_fraction"
+                    f"the {name} text has {counted(len(ids), 'token')}, fewer than data.block_size + 1 = "
+                    f"{d.block_size + 1}: lower data.block_size or give more text"
                 )
+        self.val_text = self.tokenizer.decode(self.val_ids[:PICTURE_TOKENS], skip_special=False)
         windows = LMDataset(self.val_ids, d.block_size, seed=d.seed)
         self.eval_batches = [windows.get_batch(d.batch_size) for _ in range(self.recipe.eval.eval_iters)]
 
@@ -145,7 +169,7 @@ class LanguageModelTask(Task):
         return (
             f"{model.model_type}: {model.num_parameters():,} parameters, "
             f"vocabulary {self.tokenizer.vocab_size}, "
-            f"{self.train_ids.numel():,} train / {self.val_ids.numel():,} val tokens"
+            f"{len(self.train_ids):,} train / {len(self.val_ids):,} val tokens"
         )
 
     def memory_needs(self) -> list[Need]:
@@ -209,15 +233,20 @@ class LanguageModelTask(Task):
         return results
 
     @classmethod
+    def prepare_data(cls, raw: Mapping[str, Any], data_dir: str | None) -> list[str]:
+        recipe = cls.recipe_class.from_dict(raw)
+        return prepare_corpus(recipe.data, data_dir, progress=recipe.train.progress).notes()
+
+    @classmethod
     def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
         """Loss and perplexity of ``checkpoint`` on the whole validation split."""
         cls.eval_split(request)
         pipeline = LanguageModelPipeline.from_checkpoint(checkpoint, device=request.device)
         # The [data] table it was trained with (defaults for an older checkpoint without one).
         data = from_dict(LMData, pipeline.recipe.get("data", {}), where="[data]")
-        _, val_text = split_text(load_tinyshakespeare(request.data_dir), data.train_fraction)
+        corpus = prepare_corpus(data, request.data_dir, pipeline.tokenizer)
         model = pipeline.model
-        return full_val_loss(model, encode(pipeline.tokenizer, val_text), model.config.block_size)
+        return full_val_loss(model, corpus.tokens("val"), model.config.block_size)
 
     @classmethod
     def format_scores(cls, scores: Mapping[str, Any]) -> str:

@@ -4,7 +4,8 @@
 A recipe file looks like::
 
     task = "translation"
-    [data]   corpus, src_lang, tgt_lang, vocab_size, joint_vocab, max_len, max_tokens, ...
+    [data]   corpus (a preset or your pairs), val, test, held_out, src_lang, tgt_lang,
+             vocab_size, joint_vocab, tokenizer_file, max_len, max_tokens, ...
     [model]  type = "transformer" (default), "attention_seq2seq" or "rnn_seq2seq", and that
              model config's fields except the vocabulary sizes (BPE's, once it is learned)
              and the padding id (the tokenizers')
@@ -23,34 +24,59 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from attnlab.data import SPLITS
-from attnlab.data.tokenizers import PAD_ID, SMALLEST_BPE
+from attnlab.data import LANGUAGES, SPLITS
+from attnlab.data.corpora import ERRORS
+from attnlab.data.presets import PAIR_PRESETS
+from attnlab.data.sources import resolved
+from attnlab.data.tokenizers import PAD_ID, SMALLEST_BPE, SMALLEST_VOCABULARY
 from attnlab.pipelines.decoding import DecodeConfig
-from attnlab.tasks.recipe import ModelTable, Recipe
+from attnlab.tasks.recipe import ModelTable, Recipe, corpus_paths
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive, check_probability
 
-CORPORA = ("multi30k",)
-
-
 @dataclass
 class TranslationData:
-    """``[data]``: corpus, language pair, BPE and batching. ``train_limit`` 0 = all pairs."""
+    """``[data]``: the sentence pairs, the language pair, BPE and batching.
 
-    corpus: str = "multi30k"
+    ``corpus`` is a preset (``multi30k``: its own validation and test files) or your pairs:
+    a prefix (``corpus/train`` reads ``corpus/train.{src_lang}`` and ``.{tgt_lang}``, gzip
+    too), two line-aligned files, a ``.tsv`` or a ``.jsonl`` (:mod:`attnlab.data.sources`).
+    ``val`` and ``test`` name their own pairs the same ways; without them ``held_out`` of
+    the pairs validates and as many test (chosen by a hash of the source sentence).
+    ``tokenizer_file`` gives a ``tokenizer.json`` for both sides instead of learning BPE of
+    ``vocab_size``. ``train_limit`` 0 = all pairs; training pairs longer than ``max_len``
+    subwords are left out (and counted)."""
+
+    corpus: str | list[str] = "multi30k"
+    val: str | list[str] = ""
+    test: str | list[str] = ""
+    held_out: float = 0.01
     src_lang: str = "de"
     tgt_lang: str = "en"
     vocab_size: int = 8000
     joint_vocab: bool = True
-    max_len: int = 128  # training pairs longer than this (in subwords) are dropped
+    tokenizer_file: str = ""
+    max_len: int = 128
     max_tokens: int = 4096  # padded tokens per batch (source or target side)
     train_limit: int = 0
     seed: int = 0
+    errors: str = "strict"
 
     def __post_init__(self) -> None:
-        check_choice("data.corpus", self.corpus, CORPORA)
+        self.corpus, self.val, self.test = corpus_paths("data.corpus", self.corpus, PAIR_PRESETS, self.val, self.test)
+        if self.corpus in PAIR_PRESETS:
+            check_choice("data.src_lang", self.src_lang, LANGUAGES)
+            check_choice("data.tgt_lang", self.tgt_lang, LANGUAGES)
+        if not self.src_lang or self.src_lang == self.tgt_lang:
+            raise ValueError(f"data.src_lang and data.tgt_lang must be two languages, got {self.src_lang!r}, "
+                             f"{self.tgt_lang!r}")
+        if self.tokenizer_file:
+            self.tokenizer_file = str(resolved(self.tokenizer_file))
+        check_choice("data.errors", self.errors, ERRORS)
         for name in ("vocab_size", "max_len", "max_tokens"):
             check_positive(f"data.{name}", getattr(self, name))
+        if not 0.0 <= self.held_out < 0.5:
+            raise ValueError(f"data.held_out must be in [0, 0.5), got {self.held_out}")
         if self.train_limit < 0:
             raise ValueError(f"data.train_limit must be >= 0 (0 = all), got {self.train_limit}")
 
@@ -113,11 +139,14 @@ class TranslationRecipe(Recipe):
 
     @classmethod
     def model_fixed(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
-        return {"pad_id": PAD_ID}
+        return {} if tables["data"].tokenizer_file else {"pad_id": PAD_ID}
 
     @classmethod
     def model_pending(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
-        """The vocabulary sizes BPE learns: at least its bytes and special tokens."""
+        """The vocabulary sizes BPE learns (at least its bytes and special tokens); a given
+        tokenizer decides them and the padding id."""
+        if tables["data"].tokenizer_file:
+            return {"src_vocab_size": SMALLEST_VOCABULARY, "tgt_vocab_size": SMALLEST_VOCABULARY, "pad_id": PAD_ID}
         return {"src_vocab_size": SMALLEST_BPE, "tgt_vocab_size": SMALLEST_BPE}
 
     def check(self) -> None:

@@ -22,19 +22,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from attnlab.atomic import write_atomic
 from attnlab.checkpoint import ExtraFiles, resolve_resume
-from attnlab.data import (
-    TokenBatchSampler,
-    TranslationDataset,
-    load_multi30k,
-    load_tokenizers,
-    save_tokenizers,
-    train_bpe,
-)
+from attnlab.config import from_dict
+from attnlab.data import SPLITS, TokenBatchSampler, TranslationDataset, load_tokenizers, save_tokenizers
+from attnlab.data.presets import PAIR_PRESETS
 from attnlab.data.tokenizers import SMALLEST_BPE, bpe_need
 from attnlab.evaluation import bleu, chrf
 from attnlab.generation.beam import beam_need
@@ -42,7 +38,8 @@ from attnlab.memory import Need
 from attnlab.models import TransformerConfig
 from attnlab.pipelines import DecodeConfig, TranslationPipeline
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
-from attnlab.tasks.translation.recipe import TranslationRecipe
+from attnlab.tasks.translation.corpus import prepare_translation
+from attnlab.tasks.translation.recipe import TranslationData, TranslationEval, TranslationRecipe
 from attnlab.training import (
     TrainConfig,
     TrainResult,
@@ -50,6 +47,7 @@ from attnlab.training import (
     label_smoothed_cross_entropy,
     last_checkpoints,
 )
+from attnlab.training.distributed import get_rank, get_world_size
 from attnlab.training.losses import mean_loss
 from attnlab.validation import counted
 
@@ -81,30 +79,35 @@ class TranslationTask(Task):
 
     recipe_class = TranslationRecipe
     recipe: TranslationRecipe
-    eval_splits = ("test_2016_flickr", "val", "train")
+    eval_splits = ("test", "val", "train", *(s for s in SPLITS if s.startswith("test_")))
     decodes = True
 
     def prepare(self, resume: Path | None) -> None:
-        """Pairs, tokenizers (learned here unless resuming) and datasets."""
+        """The prepared training pairs (made once, then reused), the tokenizers (learned with
+        them unless given or resumed), the validation and test pairs, and the batches."""
         self.start = time.perf_counter()
         d, ev = self.recipe.data, self.recipe.eval
-        print(f"loading Multi30k {d.src_lang}-{d.tgt_lang} ...", flush=True)
-        train_pairs = _limit(load_multi30k("train", d.src_lang, d.tgt_lang, self.data_dir), d.train_limit)
-        self.val_pairs = load_multi30k("val", d.src_lang, d.tgt_lang, self.data_dir)
-        if resume is not None:
-            src_tok, tgt_tok = load_tokenizers(resolve_resume(resume))
-        else:
-            sources, targets = [s for s, _ in train_pairs], [t for _, t in train_pairs]
-            src_tok, tgt_tok = train_bpe(sources, targets, d.vocab_size, joint=d.joint_vocab)
-        print(f"BPE: vocabulary {src_tok.vocab_size} (src) / {tgt_tok.vocab_size} (tgt)", flush=True)
-        self.src_tok, self.tgt_tok = src_tok, tgt_tok
-        self.train_set = TranslationDataset.from_pairs(train_pairs, src_tok, tgt_tok, max_len=d.max_len)
+        given = load_tokenizers(resolve_resume(resume)) if resume is not None else None
+        self.corpus = prepare_translation(d, ev.test_split, self.data_dir, given, progress=self.recipe.train.progress)
+        for line in self.corpus.notes():
+            print(line, flush=True)
+        src_tok, tgt_tok = self.src_tok, self.tgt_tok = self.corpus.src_tok, self.corpus.tgt_tok
+        print(f"tokenizers: vocabulary {src_tok.vocab_size} (src) / {tgt_tok.vocab_size} (tgt)", flush=True)
+        rows = self.corpus.rows("src"), self.corpus.rows("tgt")
+        self.train_set = TranslationDataset.from_rows(*rows, tgt_tok, max_len=d.max_len)
+        if self.train_set.too_long:
+            share = self.train_set.too_long / len(rows[0])
+            print(f"note: {counted(self.train_set.too_long, 'training pair')} ({share:.2%}) longer than "
+                  f"data.max_len={d.max_len} subwords left out", flush=True)
+        if not len(self.train_set):
+            raise ValueError(f"every training pair is longer than data.max_len={d.max_len} subwords: raise it")
+        self.val_pairs = self.corpus.pairs("val")
         self.val_set = TranslationDataset.from_pairs(self.val_pairs, src_tok, tgt_tok)
-        test_pairs = load_multi30k(ev.test_split, d.src_lang, d.tgt_lang, self.data_dir)
-        self.test_pairs = _limit(test_pairs, ev.test_limit)
+        self.test_pairs = _limit(self.corpus.pairs("test"), ev.test_limit)
         self._check_lengths(src_tok.encode_batch([s for s, _ in self.test_pairs]))
         self.tokenizer_files = save_tokenizers(self.run_dir / "tokenizer", src_tok, tgt_tok)
-        self.sampler = TokenBatchSampler(self.train_set.lengths, d.max_tokens, seed=d.seed)
+        rank, world = get_rank(), get_world_size()
+        self.sampler = TokenBatchSampler(self.train_set.lengths, d.max_tokens, seed=d.seed, rank=rank, world_size=world)
         val_sampler = TokenBatchSampler(self.val_set.lengths, d.max_tokens, shuffle=False)
         self.val_loader = self._loader(self.val_set, val_sampler)
 
@@ -122,13 +125,15 @@ class TranslationTask(Task):
         if not isinstance(config, TransformerConfig) or config.positional != "learned":
             return
         sides = {
-            "training source": self.train_set.src, "training target": self.train_set.tgt,
-            "validation source": self.val_set.src, "validation target": self.val_set.tgt,
-            "test source": test_sources,
+            "training source": self.train_set.side_lengths("src"),
+            "training target": self.train_set.side_lengths("tgt"),
+            "validation source": self.val_set.side_lengths("src"),
+            "validation target": self.val_set.side_lengths("tgt"),
+            "test source": np.array([len(r) for r in test_sources], np.int64),
         }
-        for what, rows in sides.items():
+        for what, lengths in sides.items():
             extra = 1 if what.endswith("target") else 0
-            longest = max((len(r) + extra for r in rows), default=0)
+            longest = int(lengths.max()) + extra if len(lengths) else 0
             if longest > config.max_len:
                 raise ValueError(
                     f"model.max_len={config.max_len} is shorter than the longest {what} ({longest} "
@@ -146,7 +151,8 @@ class TranslationTask(Task):
 
     def _vocabularies(self) -> dict[str, int]:
         """The model fields the tokenizers decide: their vocabulary sizes."""
-        return {"src_vocab_size": self.src_tok.vocab_size, "tgt_vocab_size": self.tgt_tok.vocab_size}
+        sizes = {"src_vocab_size": self.src_tok.vocab_size, "tgt_vocab_size": self.tgt_tok.vocab_size}
+        return {**sizes, "pad_id": self.tgt_tok.pad_id} if "pad_id" in self.recipe.model.pending else sizes
 
     def describe(self, model: nn.Module) -> str:
         return (
@@ -197,12 +203,13 @@ class TranslationTask(Task):
 
     def _report_test(self, translator: TranslationPipeline, final: Path) -> dict[str, Any]:
         d, ev, pairs = self.recipe.data, self.recipe.eval, self.test_pairs
-        decoding = counted(len(pairs), f"{ev.test_split} sentence")
+        test_name = ev.test_split if d.corpus in PAIR_PRESETS else "test"  # a Multi30k test set, or yours
+        decoding = counted(len(pairs), f"{test_name} sentence")
         print(f"decoding {decoding} (beam {ev.beam_size}) ...", flush=True)
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
         hyps = translator.translate(sources, progress=self.recipe.train.progress)
         scores = score(hyps, refs)
-        print(self.format_scores({**scores, "split": ev.test_split, "pair": f"{d.src_lang}-{d.tgt_lang}"}))
+        print(self.format_scores({**scores, "split": test_name, "pair": f"{d.src_lang}-{d.tgt_lang}"}))
         samples = [
             {"source": s, "reference": t, "hypothesis": h}
             for s, t, h in list(zip(sources, refs, hyps, strict=True))[: ev.sample_count]
@@ -214,7 +221,7 @@ class TranslationTask(Task):
         if translator.draws_attention:
             picture = translator.plot_attention(sources[index], hyps[index], self.run_dir / "alignment.png")
         results = {
-            "split": ev.test_split, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
+            "split": test_name, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
             "beam_size": ev.beam_size, "length_penalty": ev.length_penalty, "sentences": len(pairs),
             **scores,
             "checkpoint": str(final), "alignment": None if picture is None else str(picture),
@@ -229,23 +236,38 @@ class TranslationTask(Task):
         return results
 
     @classmethod
+    def prepare_data(cls, raw: Mapping[str, Any], data_dir: str | None) -> list[str]:
+        recipe = cls.recipe_class.from_dict(raw)
+        corpus = prepare_translation(recipe.data, recipe.eval.test_split, data_dir, progress=recipe.train.progress)
+        return corpus.notes()
+
+    @classmethod
     def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
-        """sacreBLEU and chrF of ``checkpoint`` on a Multi30k split (default test_2016_flickr)."""
+        """sacreBLEU and chrF of ``checkpoint`` on a split of the corpus it was trained on:
+        ``test`` (its recipe's test pairs), ``val``, ``train``, or a Multi30k test split."""
         translator = TranslationPipeline.from_checkpoint(checkpoint, device=request.device)
         recipe = translator.recipe
-        data = recipe.get("data", {})
-        if "src_lang" not in data or "tgt_lang" not in data:
+        if "src_lang" not in recipe.get("data", {}) or "tgt_lang" not in recipe.get("data", {}):
             raise ValueError(
                 f"checkpoint {checkpoint} has no recipe.json naming its language pair "
                 "(data.src_lang / data.tgt_lang)"
             )
+        data = from_dict(TranslationData, recipe["data"], where="[data]")
         split = cls.eval_split(request)
-        pairs = load_multi30k(split, data["src_lang"], data["tgt_lang"], request.data_dir)
+        test_split = recipe.get("eval", {}).get("test_split", TranslationEval.test_split)
+        if split not in ("test", "val", "train"):
+            if data.corpus not in PAIR_PRESETS:
+                raise ValueError(f"--split {split} is a Multi30k split; {checkpoint} was trained on "
+                                 f"{data.corpus}: use test, val or train")
+            split, test_split = "test", split
+        tokenizers = (translator.src_tok, translator.tgt_tok)
+        pairs = prepare_translation(data, test_split, request.data_dir, tokenizers).pairs(split)
         decoding = translator.settings(beam_size=request.beam_size, length_penalty=request.length_penalty)
         progress = recipe.get("train", {}).get("progress", TrainConfig.progress)  # as in training
         hyps = translator.translate([s for s, _ in pairs], decoding, progress=progress)
-        pair = f"{data['src_lang']}-{data['tgt_lang']}"
-        return {**score(hyps, [t for _, t in pairs]), "split": split, "pair": pair}
+        pair = f"{data.src_lang}-{data.tgt_lang}"
+        shown = test_split if split == "test" and data.corpus in PAIR_PRESETS else split
+        return {**score(hyps, [t for _, t in pairs]), "split": shown, "pair": pair}
 
     @classmethod
     def format_scores(cls, scores: Mapping[str, Any]) -> str:

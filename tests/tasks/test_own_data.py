@@ -1,0 +1,82 @@
+"""Training on your own data through the CLI: the GPT on a folder of text, the translator on a
+pair of files; the presets are the same readers on the bundled files."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from attnlab.cli import main
+from attnlab.tasks import LanguageModelTask, load_recipe
+from attnlab.tasks.language_model.recipe import LMRecipe
+from repo_paths import CONFIGS, SHARED_DATA
+
+SHAKESPEARE = SHARED_DATA / "tinyshakespeare" / "input.txt"
+TINY_GPT = ["model.num_layers=1", "model.num_heads=2", "model.d_model=32", "data.block_size=32", "data.batch_size=8",
+            "train.max_steps=4", "optim.warmup=1", "train.eval_every=2", "eval.eval_iters=2", "eval.sample_chars=20"]
+
+
+def _lm_task(tmp_path, name, *overrides):
+    recipe = LMRecipe.from_dict(load_recipe(CONFIGS / "shakespeare_char.toml", [*TINY_GPT, *overrides]))
+    task = LanguageModelTask(recipe, tmp_path / name)
+    task.prepare(None)
+    return task
+
+
+def test_the_tinyshakespeare_preset_and_its_file_named_as_your_own_give_the_same_batches(tmp_path):
+    preset = _lm_task(tmp_path, "preset")
+    own = _lm_task(tmp_path, "own", f"data.corpus={SHAKESPEARE}")
+    assert preset.tokenizer.to_json() == own.tokenizer.to_json()
+    for a, b in zip(preset.train_data()(0), own.train_data()(0)):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+        break
+    assert all(torch.equal(x[0], y[0]) for x, y in zip(preset.eval_batches, own.eval_batches))
+
+
+def test_a_preset_name_with_validation_files_is_refused():
+    with pytest.raises(ValueError, match="data.val names files of your own corpus; the tinyshakespeare preset"):
+        LMRecipe.from_dict(load_recipe(CONFIGS / "shakespeare_char.toml", ["data.val=v.txt"]))
+
+
+def test_the_gpt_trains_on_a_folder_of_text_and_evaluates_from_its_recipe(tmp_path, capsys, monkeypatch):
+    notes = tmp_path / "notes"
+    (notes / "more").mkdir(parents=True)
+    text = SHAKESPEARE.read_text()
+    (notes / "one.txt").write_text(text[:40_000])
+    (notes / "more" / "two.md").write_text(text[40_000:60_000])
+    monkeypatch.chdir(tmp_path)  # the corpus given relative to here, saved absolute
+    run = tmp_path / "run"
+    args = ["train", "--config", str(CONFIGS / "shakespeare_char.toml"), "--run-dir", str(run), *TINY_GPT]
+    assert main([*args, "data.corpus=notes", "data.tokenizer=bpe", "data.vocab_size=300"]) == 0
+    out = capsys.readouterr().out
+    assert "prepared " in out and "2 documents" in out and "val loss" in out
+    recipe = json.loads((run / "checkpoints" / "step_00000004" / "recipe.json").read_text())
+    assert recipe["data"]["corpus"] == str(notes)
+    shutil.move(str(tmp_path / "notes"), str(tmp_path / "elsewhere"))  # evaluate needs the files: refused
+    assert main(["evaluate", str(run / "checkpoints" / "step_00000004")]) == 2
+    assert f"data.corpus: {notes} not found" in capsys.readouterr().err
+
+
+def test_the_translator_trains_on_a_pair_of_files(tmp_path, capsys):
+    import gzip
+
+    for lang in ("en", "fr"):
+        lines = gzip.decompress((SHARED_DATA / "multi30k" / f"train.{lang}.gz").read_bytes()).decode().splitlines()
+        (tmp_path / f"mine.{lang}").write_text("\n".join(lines[:1500]) + "\n")
+    run = tmp_path / "run"
+    tiny = ["model.d_model=32", "model.num_heads=2", "model.d_ff=64", "model.num_encoder_layers=1",
+            "model.num_decoder_layers=1", "data.vocab_size=400", "optim.warmup=1",
+            "train.max_steps=3", "train.eval_every=3", "eval.beam_size=2", "eval.test_limit=8",
+            "eval.val_limit=8", "eval.average_last=1"]
+    args = ["train", "--config", str(CONFIGS / "multi30k_demo.toml"), "--run-dir", str(run), *tiny]
+    assert main([*args, f"data.corpus={tmp_path / 'mine'}", "data.src_lang=en", "data.tgt_lang=fr",
+                 "data.held_out=0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "training pairs" in out and "en-fr test:" in out
+    results = json.loads((run / "results.json").read_text())
+    assert results["src_lang"] == "en" and results["sentences"] == 8
+    assert main(["evaluate", str(run / "final"), "--split", "val", "--beam", "1"]) == 0
+    assert "en-fr val: BLEU" in capsys.readouterr().out
+    assert main(["evaluate", str(run / "final"), "--split", "test_2016_flickr"]) == 2
+    assert "is a Multi30k split" in capsys.readouterr().err
