@@ -264,7 +264,8 @@ def test_a_corpus_that_is_not_utf8_names_the_file_and_the_line(tmp_path, capsys)
     args = ["train", "--config", str(LM_RECIPE), "--run-dir", str(tmp_path / "run"), "--data-dir"]
     assert main([*args, str(tmp_path / "data")]) == 2
     err = capsys.readouterr().err
-    assert f"{corpus}:2: not valid UTF-8 (invalid continuation byte at byte 32)" in err
+    where = "(invalid continuation byte at byte 32 of the line, byte 47 of the file)"
+    assert f"{corpus}:2: not valid UTF-8 {where}" in err
     assert main([*args, str(tmp_path / "empty")]) == 2  # a missing corpus: what to do from here
     err = capsys.readouterr().err
     assert "--data-dir" in err and "curl -L --create-dirs -o" in err

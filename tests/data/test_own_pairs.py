@@ -18,7 +18,8 @@ def _write_formats(d):
     (d / "c.de").write_text("".join(s + "\n" for s, _ in PAIRS))
     (d / "c.en.gz").write_bytes(gzip.compress("".join(t + "\n" for _, t in PAIRS).encode()))
     (d / "c.tsv").write_text("".join(f"{s}\t{t}\r\n" for s, t in PAIRS))
-    (d / "c.jsonl").write_text("".join(json.dumps({"translation": {"de": s, "en": t}}) + "\n" for s, t in PAIRS))
+    records = (json.dumps({"translation": {"de": s, "en": t}}) for s, t in PAIRS)
+    (d / "c.jsonl").write_text("".join(r + "\n" for r in records))
     (d / "flat.jsonl").write_text("".join(json.dumps({"de": s, "en": t}) + "\n" for s, t in PAIRS))
 
 
@@ -49,7 +50,8 @@ def test_bad_tsv_and_jsonl_lines_are_named(tmp_path):
     (tmp_path / "p.tsv").write_text("a\tb\nonly one field\n")
     with pytest.raises(ValueError, match=r"p\.tsv:2: expected 2 tab-separated fields"):
         list(read_pairs([tmp_path / "p.tsv"], "de", "en"))
-    (tmp_path / "p.jsonl").write_text('{"translation": {"de": "a", "en": "b"}}\n{"translation": {"de": "c"}}\n')
+    (tmp_path / "p.jsonl").write_text('{"translation": {"de": "a", "en": "b"}}\n'
+                                      '{"translation": {"de": "c"}}\n')
     with pytest.raises(ValueError, match=r"p\.jsonl:2: no field 'translation\.en'"):
         list(read_pairs([tmp_path / "p.jsonl"], "de", "en"))
 
@@ -98,7 +100,8 @@ def test_the_multi30k_preset_and_its_files_read_as_your_own_give_the_same_batche
     before = TranslationDataset.from_pairs(old, src_tok, tgt_tok, max_len=40)
     files = tuple(pair_preset("multi30k", "train", "de", "en"))
     sources = PairSources(files, "de", "en", val=files, train_limit=n)
-    corpus = prepare_pairs(sources, vocab_size=1000, joint=True, tokenizers=None, cache=tmp_path, progress=False)
+    corpus = prepare_pairs(sources, vocab_size=1000, joint=True, tokenizers=None, cache=tmp_path,
+                           progress=False)
     assert corpus.src_tok.to_json() == src_tok.to_json()
     after = TranslationDataset.from_rows(corpus.rows("src"), corpus.rows("tgt"), corpus.tgt_tok, max_len=40)
     assert len(after) == len(before) and after.too_long == n - len(before)

@@ -77,7 +77,8 @@ def test_crlf_and_a_byte_order_mark_read_as_plain_newlines(tmp_path):
 def test_bytes_that_are_not_utf8_name_the_file_line_and_byte_or_are_replaced_and_counted(tmp_path):
     bad = tmp_path / "latin1.txt"
     bad.write_bytes(b"good line\nsch\xf6n\nmore\n")
-    with pytest.raises(ValueError, match=rf"{bad}:2: not valid UTF-8 .* at byte 3 of the line, byte 13 of the file"):
+    where = "at byte 3 of the line, byte 13 of the file"
+    with pytest.raises(ValueError, match=rf"{bad}:2: not valid UTF-8 .* {where}"):
         _prepare(tmp_path, bad)
     corpus = _prepare(tmp_path, bad, errors="replace")
     assert "\ufffd" in corpus.tokenizer.chars
@@ -136,7 +137,8 @@ def test_a_given_tokenizer_json_of_another_project_gets_the_specials_it_lacks(tm
     import tokenizers as hf
     from tokenizers import models, pre_tokenizers
 
-    theirs = hf.Tokenizer(models.WordLevel({"[UNK]": 0, "to": 1, "be": 2, "or": 3, "not": 4}, unk_token="[UNK]"))
+    vocabulary = {"[UNK]": 0, "to": 1, "be": 2, "or": 3, "not": 4}
+    theirs = hf.Tokenizer(models.WordLevel(vocabulary, unk_token="[UNK]"))
     theirs.pre_tokenizer = pre_tokenizers.Whitespace()
     theirs.save(str(tmp_path / "tokenizer.json"))
     (tmp_path / "t.txt").write_text("to be or not to be\nto be\n")

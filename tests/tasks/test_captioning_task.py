@@ -58,23 +58,32 @@ def test_scenes_run_trains_scores_draws_and_evaluates_again(tmp_path, capsys):
         caption_command(argparse.Namespace(**{**vars(args), "images": [str(broken)], "attention": None}))
 
 
-def test_a_folder_of_photos_trains_through_the_same_path(tmp_path):
+@pytest.mark.parametrize("captions", ["captions.txt", "captions.jsonl"])
+def test_a_folder_of_photos_trains_through_the_same_path(tmp_path, captions):
+    """A folder of photos with Flickr8k's captions.txt, or captions.jsonl naming images in a
+    subfolder; evaluated again from the checkpoint (its recipe's folder, made absolute)."""
     gen = torch.Generator().manual_seed(0)
     words = ["a red square", "a blue square", "two green dots"]
     for split, n in (("train", 12), ("val", 4), ("test", 4)):
         folder = tmp_path / "photos" / split
-        folder.mkdir(parents=True)
+        (folder / "pics").mkdir(parents=True)
         lines = []
         for i in range(n):
             pixels = (torch.rand(24, 20, 3, generator=gen) * 255).to(torch.uint8).numpy()
-            Image.fromarray(pixels).save(folder / f"img{i}.jpg")
-            lines.append(f"img{i}.jpg#0\t{words[i % 3]}\n")
-        (folder / "captions.txt").write_text("".join(lines))
+            if captions == "captions.txt":
+                Image.fromarray(pixels).save(folder / f"img{i}.jpg")
+                lines.append(f"img{i}.jpg#0\t{words[i % 3]}\n")
+            else:
+                Image.fromarray(pixels).save(folder / "pics" / f"img{i}.jpg")
+                lines.append(json.dumps({"image": f"pics/img{i}.jpg", "caption": words[i % 3]}) + "\n")
+        (folder / captions).write_text("".join(lines))
     run = train(recipe(source="folder", folder=str(tmp_path / "photos"), channels=3, size=32),
                 run_dir=tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
     assert results["captions"] == 4 and "exact_match_by_digits" not in results
     assert "box_attention" not in results  # photos have no digit boxes
+    again = CaptioningTask.evaluate(run / "final", EvaluateRequest())
+    assert again["captions"] == 4 and again["exact_match"] == pytest.approx(results["exact_match"])
 
 
 def test_box_share_is_the_mass_over_the_box_pixels():

@@ -8,6 +8,7 @@ checkpoints themselves for "fine-tuning changed body and head".
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -240,7 +241,7 @@ def test_a_pretrained_body_must_agree_with_the_recipe_and_only_a_classifier_take
     checkpoint, _, _ = pretrained
     raw = load_recipe(RECIPE, [*TINY_BODY, f"model.init_from={json.dumps(str(checkpoint))}"])
     recipe = ClassificationRecipe.from_dict(raw)
-    assert recipe.model.pending == {}  # the checkpoint decides the vocabulary
+    assert recipe.model.pending == {"num_classes": 2}  # vocabulary: the checkpoint's; classes: the data's
     assert recipe.model.fixed["gpt.vocab_size"] == GPT.from_pretrained(checkpoint).config.vocab_size
     raw["model"]["gpt"]["d_model"] = 64
     with pytest.raises(ValueError, match=r"\[model\] gpt.d_model = 64 but init_from .* has gpt.d_model = 32"):
@@ -299,3 +300,62 @@ def test_recipe_file_maps_onto_configs_and_cli_parses():
                                       "train.max_steps=3", "--out", "o"])
     assert (args.checkpoint, args.config, args.overrides, args.out) == (
         "ck", "c.toml", ["train.max_steps=3"], "o")
+
+
+# ---------------------------------------------------------------- your own labelled text
+def own_tsv(path: Path, per_class: int = 200) -> Path:
+    """Shakespeare's lines against Multi30k's English captions, ``per_class`` each, as TSV."""
+    multi30k = SHAKESPEARE.parent.parent / "multi30k" / "train.en.gz"
+    if not SHAKESPEARE.is_file() or not multi30k.is_file():
+        pytest.skip("tinyshakespeare or multi30k/train.en.gz not found (set ATTNLAB_DATA)")
+    lines = [line.strip() for line in SHAKESPEARE.read_text(encoding="utf-8").splitlines()]
+    verse = [line for line in lines if len(line) > 20 and not line.endswith(":")][:per_class]
+    with gzip.open(multi30k, "rt", encoding="utf-8") as f:
+        captions = [next(f).strip() for _ in range(per_class)]
+    rows = [f"{text}\t{label}" for pair in zip(verse, captions, strict=True)
+            for text, label in zip(pair, ("play", "caption"), strict=True)]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_own_tsv_trains_and_evaluates_through_the_cli(tmp_path, capsys, monkeypatch):
+    """A user's TSV (relative path) trains a tiny classifier from scratch; results.json names the
+    labels; ``attnlab evaluate`` re-reads the same files from another directory."""
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    own_tsv(tmp_path / "work" / "own.tsv")
+    run = tmp_path / "run"
+    overrides = [*TINY_BODY, "data.corpus=own.tsv", "data.batch_size=16", "train.max_steps=5",
+                 "train.eval_every=0", "train.progress=false", "train.log_every=5"]
+    assert main(["train", "--config", str(RECIPE), "--run-dir", str(run), *overrides]) == 0
+    printed = capsys.readouterr().out
+    assert "data: 2 classes (caption, play)" in printed
+    assert "note: texts longer than model.gpt.block_size - 2 = 62 tokens are cut" in printed
+    results = json.loads((run / "results.json").read_text())
+    assert results["label_names"] == ["caption", "play"] and 0.0 <= results["test_accuracy"] <= 1.0
+    assert results["corpus"] == str(tmp_path / "work" / "own.tsv") and results["steps"] == 5
+    assert sum(results["sizes"].values()) == 400 and results["length_baseline_test_accuracy"] is not None
+    checkpoint = latest_checkpoint(run)
+    assert GPTForSequenceClassification.from_pretrained(checkpoint).config.num_classes == 2
+    monkeypatch.chdir(tmp_path)
+    assert main(["evaluate", str(checkpoint)]) == 0
+    scored = f"test: accuracy {results['test_accuracy']:.4f} of {results['sizes']['test']:,} examples"
+    assert scored in capsys.readouterr().out
+
+
+def test_three_classes_make_a_three_way_head_and_a_small_corpus_is_refused(tmp_path, capsys):
+    rows = [f"{word} {i}\t{word}" for i in range(12) for word in ("red", "green", "blue")]
+    corpus = tmp_path / "three.tsv"
+    corpus.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    overrides = [*TINY_BODY, f"data.corpus={json.dumps(str(corpus))}", "data.val_fraction=0.2",
+                 "data.test_fraction=0.2", "data.batch_size=4", "train.max_steps=2", "train.eval_every=0",
+                 "train.progress=false"]
+    assert main(["train", "--config", str(RECIPE), "--run-dir", str(tmp_path / "run"), *overrides]) == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["label_names"] == ["blue", "green", "red"]
+    assert results["length_baseline_test_accuracy"] is None  # two classes only
+    model = GPTForSequenceClassification.from_pretrained(latest_checkpoint(tmp_path / "run"))
+    assert model.config.num_classes == 3
+    with pytest.raises(ValueError, match=r"data.corpus holds \d+ training examples, fewer than one batch "
+                                         r"\(data.batch_size = 64\)"):
+        train(load_recipe(RECIPE, [*overrides, "data.batch_size=64"]), run_dir=tmp_path / "small")

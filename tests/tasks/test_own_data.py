@@ -13,8 +13,9 @@ from attnlab.tasks.language_model.recipe import LMRecipe
 from repo_paths import CONFIGS, SHARED_DATA
 
 SHAKESPEARE = SHARED_DATA / "tinyshakespeare" / "input.txt"
-TINY_GPT = ["model.num_layers=1", "model.num_heads=2", "model.d_model=32", "data.block_size=32", "data.batch_size=8",
-            "train.max_steps=4", "optim.warmup=1", "train.eval_every=2", "eval.eval_iters=2", "eval.sample_chars=20"]
+TINY_GPT = ["model.num_layers=1", "model.num_heads=2", "model.d_model=32", "data.block_size=32",
+            "data.batch_size=8", "train.max_steps=4", "optim.warmup=1", "train.eval_every=2",
+            "eval.eval_iters=2", "eval.sample_chars=20"]
 
 
 def _lm_task(tmp_path, name, *overrides):
@@ -28,14 +29,15 @@ def test_the_tinyshakespeare_preset_and_its_file_named_as_your_own_give_the_same
     preset = _lm_task(tmp_path, "preset")
     own = _lm_task(tmp_path, "own", f"data.corpus={SHAKESPEARE}")
     assert preset.tokenizer.to_json() == own.tokenizer.to_json()
-    for a, b in zip(preset.train_data()(0), own.train_data()(0)):
+    batches = zip(preset.train_data()(0), own.train_data()(0), strict=False)  # endless: the first three
+    for (a, b), _ in zip(batches, range(3), strict=False):
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-        break
-    assert all(torch.equal(x[0], y[0]) for x, y in zip(preset.eval_batches, own.eval_batches))
+    assert all(torch.equal(x[0], y[0]) for x, y in zip(preset.eval_batches, own.eval_batches, strict=True))
 
 
 def test_a_preset_name_with_validation_files_is_refused():
-    with pytest.raises(ValueError, match="data.val names files of your own corpus; the tinyshakespeare preset"):
+    problem = "data.val names files of your own corpus; the tinyshakespeare preset"
+    with pytest.raises(ValueError, match=problem):
         LMRecipe.from_dict(load_recipe(CONFIGS / "shakespeare_char.toml", ["data.val=v.txt"]))
 
 
@@ -62,7 +64,8 @@ def test_the_translator_trains_on_a_pair_of_files(tmp_path, capsys):
     import gzip
 
     for lang in ("en", "fr"):
-        lines = gzip.decompress((SHARED_DATA / "multi30k" / f"train.{lang}.gz").read_bytes()).decode().splitlines()
+        raw = (SHARED_DATA / "multi30k" / f"train.{lang}.gz").read_bytes()
+        lines = gzip.decompress(raw).decode().splitlines()
         (tmp_path / f"mine.{lang}").write_text("\n".join(lines[:1500]) + "\n")
     run = tmp_path / "run"
     tiny = ["model.d_model=32", "model.num_heads=2", "model.d_ff=64", "model.num_encoder_layers=1",
@@ -80,3 +83,53 @@ def test_the_translator_trains_on_a_pair_of_files(tmp_path, capsys):
     assert "en-fr val: BLEU" in capsys.readouterr().out
     assert main(["evaluate", str(run / "final"), "--split", "test_2016_flickr"]) == 2
     assert "is a Multi30k split" in capsys.readouterr().err
+
+
+def test_the_kjv_preset_is_its_verses_as_a_text_file_read_like_your_own(tmp_path):
+    from attnlab.data.kjv import find_kjv_module, load_kjv_verses
+    from attnlab.tasks.language_model.task import prepare_corpus
+
+    try:
+        find_kjv_module()
+    except FileNotFoundError:
+        pytest.skip("sword-text-kjv is not installed: run `make data-kjv` (as root)")
+    recipe = LMRecipe.from_dict(load_recipe(CONFIGS / "shakespeare_char.toml",
+                                            ["data.corpus=kjv", "data.tokenizer=word"]))
+    corpus = prepare_corpus(recipe.data, None, progress=False)
+    verses = load_kjv_verses()
+    assert corpus.meta["documents"] == 1 and corpus.tokenizer.vocab_size > 10_000  # a word vocabulary
+    text = "".join(v + "\n" for v in verses)
+    tail = text[int(len(text) * 0.9):]
+    assert list(corpus.tokens("val")) == corpus.tokenizer.encode(tail)
+
+
+def test_prepare_writes_the_token_files_that_train_then_reuses(tmp_path, capsys):
+    (tmp_path / "mine.txt").write_text(SHAKESPEARE.read_text()[:30_000])
+    config, corpus = str(CONFIGS / "shakespeare_char.toml"), f"data.corpus={tmp_path / 'mine.txt'}"
+    assert main(["prepare", config, corpus]) == 0
+    assert capsys.readouterr().out.startswith("prepared ")
+    assert main(["train", "--config", config, "--run-dir", str(tmp_path / "run"), corpus, *TINY_GPT]) == 0
+    assert "\nreusing " in capsys.readouterr().out
+
+
+def test_bytes_that_are_not_utf8_stop_prepare_in_one_line_unless_errors_replace(tmp_path, capsys):
+    (tmp_path / "latin1.txt").write_bytes(SHAKESPEARE.read_bytes()[:5000] + b"sch\xf6n\n" * 3)
+    args = ["prepare", str(CONFIGS / "shakespeare_char.toml"), f"data.corpus={tmp_path / 'latin1.txt'}"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "latin1.txt:" in err and "--errors replace" in err
+    assert main([*args, "--errors", "replace"]) == 0
+    assert "replaced by U+FFFD in " in capsys.readouterr().out.split("\n")[-2]
+
+
+def test_training_pairs_longer_than_max_len_are_counted_not_dropped_silently(tmp_path, capsys):
+    (tmp_path / "p.tsv").write_text("".join(f"kurz {i}\tshort {i}\n" for i in range(300)) +
+                                    "ein sehr langer Satz mit vielen Wörtern darin\ta long sentence indeed\n")
+    run = tmp_path / "run"
+    tiny = ["model.d_model=16", "model.num_heads=2", "model.d_ff=32", "model.num_encoder_layers=1",
+            "model.num_decoder_layers=1", "data.vocab_size=300", "optim.warmup=1", "train.max_steps=2",
+            "train.eval_every=2", "eval.beam_size=1", "eval.average_last=1", "data.max_len=12",
+            "data.held_out=0.05"]
+    assert main(["train", "--config", str(CONFIGS / "multi30k_demo.toml"), "--run-dir", str(run), *tiny,
+                 f"data.corpus={tmp_path / 'p.tsv'}"]) == 0
+    assert "note: 1 training pair (0." in capsys.readouterr().out

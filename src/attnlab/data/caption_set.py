@@ -1,7 +1,7 @@
 """Images and their tokenized captions held in memory, batched for teacher forcing.
 
-A :class:`CaptionSet` is read from a folder of images + captions file
-(:mod:`attnlab.data.image_captions`; composed scenes are written in that layout too) and keeps
+A :class:`CaptionSet` is read from a folder of images + captions file (text or JSON lines,
+:mod:`attnlab.data.image_captions`; composed scenes are written in that layout too) and keeps
 each image's digit boxes when the folder has them. ``collate`` pads the captions on the right
 with ``pad_id`` into ``tgt_in = <bos> y_1 … y_n`` and ``tgt_out = y_1 … y_n <eos>``.
 """
@@ -47,8 +47,8 @@ class CaptionSet(Dataset):
     @staticmethod
     def read_folder(folder: PathLike, *, channels: int, size: int) -> tuple[Tensor, list[str], list | None]:
         """``(images (N, C, size, size), captions, digits | None)`` of a folder of images and
-        its ``captions.txt`` (one pair a caption line: an image with k captions appears k
-        times)."""
+        its ``captions.txt`` or ``captions.jsonl`` (one pair a caption line: an image with k
+        captions appears k times)."""
         data = ImageCaptions(folder, channels=channels, size=size)
         if len(data) == 0:
             raise ValueError(f"{data.captions_path} has no captions")

@@ -39,6 +39,8 @@ from attnlab.config import Config
 from attnlab.data.corpora import load_tinyshakespeare
 from attnlab.data.kjv import load_kjv_verses
 
+PRESET = "shakespeare_vs_kjv"
+"""The bundled task's name as a recipe's ``data.corpus``."""
 LABELS = ("shakespeare", "kjv")
 TYPOGRAPHY = {"’": "'", "‘": "'", "“": '"', "”": '"', "—": "--", "–": "-", "Æ": "AE", "æ": "ae"}
 
@@ -225,13 +227,22 @@ def encode_examples(
 ) -> tuple[list[list[int]], Tensor]:
     """Token ids GPT-1 style, ``<bos> text <eos>`` (start and extract tokens, Radford et al.
     2018 Fig. 1), the text cut to ``max_len - 2`` tokens; and the labels ``(N,)``."""
+    ids, labels, _ = encode_counting(examples, tokenizer, max_len)
+    return ids, labels
+
+
+def encode_counting(
+    examples: Sequence[Example], tokenizer, max_len: int
+) -> tuple[list[list[int]], Tensor, int]:
+    """:func:`encode_examples` and how many texts were cut (longer than ``max_len - 2`` tokens)."""
     if max_len < 3:
         raise ValueError(f"max_len must be >= 3 (bos, a token, eos), got {max_len}")
-    ids = [
-        [tokenizer.bos_id, *tokenizer.encode(text)[: max_len - 2], tokenizer.eos_id]
-        for text, _ in examples
-    ]
-    return ids, torch.tensor([label for _, label in examples], dtype=torch.long)
+    ids, cut = [], 0
+    for text, _ in examples:
+        tokens = tokenizer.encode(text)
+        cut += len(tokens) > max_len - 2
+        ids.append([tokenizer.bos_id, *tokens[: max_len - 2], tokenizer.eos_id])
+    return ids, torch.tensor([label for _, label in examples], dtype=torch.long), cut
 
 
 def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[Tensor, Tensor]:

@@ -16,8 +16,8 @@ import gzip
 import os
 import zlib
 from collections.abc import Iterator
-from typing import IO
 from pathlib import Path
+from typing import IO
 
 from attnlab.data.download import download as fetch
 from attnlab.validation import check_choice, counted
@@ -116,7 +116,8 @@ def text_blocks(
 ) -> Iterator[tuple[int, str]]:
     """Stream a plain or gzip UTF-8 file as ``(number of the block's first line, text)``.
 
-    Each block holds whole lines of about ``block_bytes`` (default :data:`BLOCK_BYTES`; ending in ``\\n``, the file's last
+    Each block holds whole lines of about ``block_bytes`` (default :data:`BLOCK_BYTES`; ending
+    in ``\\n``, the file's last
     perhaps not), so memory does not grow with the file; the byte-order mark is dropped.
 
     Raises:

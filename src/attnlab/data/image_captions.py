@@ -5,6 +5,10 @@ composed digit scenes written in that layout, so that both load through one code
 is a file name relative to the image folder and may end in ``#k``, the caption number of
 Flickr8k's token file (``1000268201_693b08cb0e.jpg#0<TAB>A child in a pink dress ...``), which
 is dropped. An image may have several captions, one line each; blank lines are skipped.
+Or **JSON lines** (a name ending in ``.jsonl``, gzip too): one record a caption,
+``{"image": "photos/dog.png", "caption": "A dog runs ."}``, the image's path absolute or
+relative to the folder of the ``.jsonl`` file. A folder holds ``captions.txt`` or
+``captions.jsonl`` (not both).
 
 **Images**: any format Pillow reads, converted to ``channels`` (1: grey by Pillow's ITU-R
 601-2 luma; 3: RGB; an alpha channel is dropped) and, with ``size``, resized (bilinear) to
@@ -12,14 +16,14 @@ is dropped. An image may have several captions, one line each; blank lines are s
 refused rather than silently clipped to 8 bits.
 
 Errors name the file: a missing captions file or image is a ``FileNotFoundError``; a captions
-file without captions, a malformed line (``file:line``) or a file Pillow cannot decode is a
-``ValueError``.
+file without captions, a malformed line or a JSON line without ``image`` or ``caption``
+(``file:line``) or a file Pillow cannot decode is a ``ValueError``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,32 +35,49 @@ from torch.utils.data import Dataset
 from attnlab.atomic import atomic_directory
 from attnlab.data.corpora import PathLike, read_lines
 from attnlab.data.scenes import Scene, caption, caption_text
+from attnlab.data.sources import is_jsonl, json_records, text_field
 from attnlab.parsing import read_json
 from attnlab.validation import check_choice, check_positive
 
 __all__ = [
-    "CAPTIONS_FILE", "DIGITS_FILE", "ImageCaptions", "load_image", "load_image_captions",
-    "read_captions", "read_scene_digits", "write_scene_folder",
+    "CAPTIONS_FILE", "CAPTIONS_JSONL", "DIGITS_FILE", "ImageCaptions", "captions_file", "load_image",
+    "load_image_captions", "read_captions", "read_scene_digits", "write_scene_folder",
 ]
 
 CAPTIONS_FILE = "captions.txt"
+CAPTIONS_JSONL = "captions.jsonl"
 DIGITS_FILE = "digits.json"
 _MODES = {1: "L", 3: "RGB"}
 _WIDE_MODES = ("I", "F")  # 32-bit integer and float; "I;16*" are matched by prefix
 
 
 def read_captions(path: PathLike) -> list[tuple[str, str]]:
-    """``(image name, caption)`` pairs of a captions file, in file order (``#k`` dropped).
+    """``(image name, caption)`` pairs of a captions file (text or JSON lines), in file order
+    (``#k`` dropped).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: a line without a tab, with an empty name or caption (``path:line``), or a
-            file with no captions at all.
+        ValueError: a line without a tab, with an empty name or caption, a JSON line without
+            ``image`` or ``caption`` (``path:line``), or a file with no captions at all.
     """
+    return [(name, text) for _, name, text in numbered_captions(path)]
+
+
+def numbered_captions(path: PathLike) -> list[tuple[int, str, str]]:
+    """:func:`read_captions` with each caption's line number: ``(line, image name, caption)``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"captions file {path} not found")
-    pairs = []
+    rows = list(_json_captions(path) if is_jsonl(path) else _text_captions(path))
+    for number, name, text in rows:
+        if not name or not text:
+            raise ValueError(f"{path}:{number}: the {'image name' if not name else 'caption'} is empty")
+    if not rows:
+        raise ValueError(f"captions file {path} holds no captions (empty or only blank lines)")
+    return rows
+
+
+def _text_captions(path: Path) -> Iterator[tuple[int, str, str]]:
     for number, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
@@ -66,12 +87,29 @@ def read_captions(path: PathLike) -> list[tuple[str, str]]:
         name, text = name.strip(), text.strip()
         if "#" in name and name.rpartition("#")[2].isdigit():
             name = name.rpartition("#")[0]  # Flickr8k's caption number
-        if not name or not text:
-            raise ValueError(f"{path}:{number}: the {'image name' if not name else 'caption'} is empty")
-        pairs.append((name, text))
-    if not pairs:
-        raise ValueError(f"captions file {path} holds no captions (empty or only blank lines)")
-    return pairs
+        yield number, name, text
+
+
+def _json_captions(path: Path) -> Iterator[tuple[int, str, str]]:
+    for number, record in json_records(path):
+        image = text_field(record, "image", path, number).strip()
+        yield number, image, text_field(record, "caption", path, number).strip()
+
+
+def captions_file(folder: PathLike) -> Path:
+    """The captions file of an image folder: its ``captions.txt`` or its ``captions.jsonl``.
+
+    Raises:
+        FileNotFoundError: the folder holds neither.
+        ValueError: it holds both (which one is meant?).
+    """
+    folder = Path(folder)
+    found = [folder / name for name in (CAPTIONS_FILE, CAPTIONS_JSONL) if (folder / name).is_file()]
+    if len(found) > 1:
+        raise ValueError(f"image folder {folder} holds both {CAPTIONS_FILE} and {CAPTIONS_JSONL}; keep one")
+    if not found:
+        raise FileNotFoundError(f"captions file {folder / CAPTIONS_FILE} not found (nor {CAPTIONS_JSONL})")
+    return found[0]
 
 
 def _size(size: int | Sequence[int] | None) -> tuple[int, int] | None:
@@ -120,9 +158,11 @@ def load_image(path: PathLike, channels: int = 3, size: int | Sequence[int] | No
 class ImageCaptions(Dataset):
     """A folder of images and its captions file: item ``i`` is ``(image (C, H, W), caption)``.
 
-    ``captions`` defaults to ``<folder>/captions.txt``. Every image named in it must exist
-    (checked here, ``FileNotFoundError`` naming the image and the line's file); images are
-    decoded when an item is read, so a corrupt one raises ``ValueError`` then.
+    ``captions`` defaults to ``<folder>/captions.txt`` or ``<folder>/captions.jsonl``
+    (:func:`captions_file`). Images are named relative to ``folder`` (a ``.jsonl``'s: to its
+    own folder). Every image named must exist (checked here, ``FileNotFoundError`` naming the
+    image and its caption's ``file:line``); images are decoded when an item is read, so a
+    corrupt one raises ``ValueError`` then.
     """
 
     def __init__(self, folder: PathLike, captions: PathLike | None = None, *, channels: int = 3,
@@ -133,13 +173,13 @@ class ImageCaptions(Dataset):
         self.folder = Path(folder)
         if not self.folder.is_dir():
             raise FileNotFoundError(f"image folder {self.folder} not found")
-        self.captions_path = Path(captions) if captions is not None else self.folder / CAPTIONS_FILE
+        self.captions_path = Path(captions) if captions is not None else captions_file(self.folder)
+        base = self.captions_path.parent if is_jsonl(self.captions_path) else self.folder
         self.pairs: list[tuple[Path, str]] = []
-        for name, text in read_captions(self.captions_path):
-            image = self.folder / name
+        for number, name, text in numbered_captions(self.captions_path):
+            image = base / Path(name).expanduser()
             if not image.is_file():
-                raise FileNotFoundError(
-                    f"image {image} not found (named by a caption in {self.captions_path})")
+                raise FileNotFoundError(f"image {image} not found (named by {self.captions_path}:{number})")
             self.pairs.append((image, text))
 
     def __len__(self) -> int:

@@ -28,7 +28,6 @@ from attnlab.data.prepared import Rows, TokenWriter, build_once, content_key, fi
 from attnlab.data.sources import read_pairs
 from attnlab.data.tokenizers import AnyTokenizer, load_tokenizers, save_tokenizers, train_bpe
 from attnlab.training.progress import progress_bar
-from attnlab.validation import counted
 
 Pair = tuple[str, str]
 BLOCK_PAIRS = 20_000  # pairs encoded at once
@@ -145,7 +144,7 @@ def _hold_out(sources: PairSources, out: Path) -> dict[str, Any]:
 def _encode(sources: PairSources, src_tok: AnyTokenizer, tgt_tok: AnyTokenizer, out: Path,
             total: int, progress: bool) -> dict[str, Any]:
     dtype = token_dtype(max(src_tok.vocab_size, tgt_tok.vocab_size))
-    writers = {"src": TokenWriter(out, "src", dtype), "tgt": TokenWriter(out, "tgt", dtype)}
+    writers = {side: TokenWriter(out, side, dtype, rows=True) for side in ("src", "tgt")}
     bar = progress_bar(total, unit="pair", enabled=progress, desc="tokenizing", leave=False)
     pairs = sources.training()
     while block := list(islice(pairs, BLOCK_PAIRS)):

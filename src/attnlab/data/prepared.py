@@ -73,7 +73,8 @@ def fingerprint(paths: Sequence[Path], cache: Path) -> list[dict[str, Any]]:
         stamp = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
         if stamp not in known:
             known[stamp], changed = _sha256(path), True
-        out.append({"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": known[stamp]})
+        out.append({"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                    "sha256": known[stamp]})
     if changed:
         cache.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):  # only a shortcut: a read-only cache still works
@@ -116,11 +117,12 @@ class TokenWriter:
     """Append ids to ``directory/NAME.bin``: a stream (:meth:`add`) or rows whose offsets go to
     ``NAME.idx`` (:meth:`add_rows`), never holding more than one block in memory."""
 
-    def __init__(self, directory: Path, name: str, dtype: np.dtype) -> None:
+    def __init__(self, directory: Path, name: str, dtype: np.dtype, *, rows: bool = False) -> None:
         self.dtype, self.tokens, self.rows = dtype, 0, 0
         self._bin = open(directory / f"{name}.bin", "wb")  # noqa: SIM115 (closed by close())
-        self._idx = open(directory / f"{name}.idx", "wb")  # noqa: SIM115
-        np.zeros(1, np.int64).tofile(self._idx)
+        self._idx = open(directory / f"{name}.idx", "wb") if rows else None  # noqa: SIM115
+        if self._idx is not None:
+            np.zeros(1, np.int64).tofile(self._idx)
 
     def add(self, ids: np.ndarray | Sequence[int]) -> None:
         """Append ``ids`` to the stream."""
@@ -138,7 +140,8 @@ class TokenWriter:
 
     def close(self) -> dict[str, int]:
         self._bin.close()
-        self._idx.close()
+        if self._idx is not None:
+            self._idx.close()
         return {"tokens": self.tokens, "rows": self.rows}
 
 

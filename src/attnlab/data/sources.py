@@ -145,7 +145,8 @@ def pair_files(spec: PathSpec, src_lang: str, tgt_lang: str, what: str) -> list[
     prefix whose ``.{src_lang}`` and ``.{tgt_lang}`` files (``.gz`` too) exist."""
     if not isinstance(spec, str):
         if len(spec) != 2:
-            raise ValueError(f"{what} must name a prefix, a .tsv, a .jsonl or two files, got {len(spec)} paths")
+            raise ValueError(f"{what} must name a prefix, a .tsv, a .jsonl or two files, "
+                             f"got {len(spec)} paths")
         return [_existing(Path(p), what) for p in spec]
     if base_suffix(spec) in (*TSV_SUFFIXES, *JSONL_SUFFIXES):
         return [_existing(Path(spec), what)]
@@ -193,11 +194,13 @@ def read_pairs(
         if not s and not t:
             continue
         if not s or not t:
-            raise ValueError(f"{where}: the {'source' if not s else 'target'} side is empty, the other is not")
+            side = "source" if not s else "target"
+            raise ValueError(f"{where}: the {side} side is empty, the other is not")
         yield s, t
 
 
-def _aligned(src: Path, tgt: Path, *, errors: str, replaced: Replaced | None) -> Iterator[tuple[str, str, str]]:
+def _aligned(src: Path, tgt: Path, *, errors: str,
+             replaced: Replaced | None) -> Iterator[tuple[str, str, str]]:
     left = numbered_lines(src, errors=errors, replaced=replaced)
     right = numbered_lines(tgt, errors=errors, replaced=replaced)
     for a, b in zip_longest(left, right):
@@ -215,7 +218,8 @@ def _tsv_pairs(path: Path, errors: str, replaced: Replaced | None) -> Iterator[t
             continue
         fields = text.rstrip("\r").split("\t")
         if len(fields) != 2:
-            raise ValueError(f"{path}:{number}: expected 2 tab-separated fields (source, target), got {len(fields)}")
+            raise ValueError(f"{path}:{number}: expected 2 tab-separated fields (source, target), "
+                             f"got {len(fields)}")
         yield f"{path}:{number}", fields[0], fields[1]
 
 

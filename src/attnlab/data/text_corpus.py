@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from attnlab.data.corpora import Replaced, normalize_newlines, text_blocks
-from attnlab.data.prepared import build_once, content_key, fingerprint, open_tokens, token_dtype
+from attnlab.data.prepared import (
+    TokenWriter,
+    build_once,
+    content_key,
+    fingerprint,
+    open_tokens,
+    token_dtype,
+)
 from attnlab.data.sources import check_not_empty, is_jsonl, json_records, text_field
 from attnlab.data.tokenizers import (
     UNICODE_SIZE,
@@ -145,7 +152,8 @@ def learn_tokenizer(kind: str, vocab_size: int, sources: TextSources, train_char
     """Characters of the whole text (as nanoGPT), or BPE / words learned on the training part."""
     if kind == "char":
         return CharTokenizer(chr(c) for c in np.flatnonzero(seen))
-    lines = (piece.splitlines(keepends=True) for piece, split in _routed(sources, train_chars) if split == "train")
+    routed = _routed(sources, train_chars)
+    lines = (piece.splitlines(keepends=True) for piece, split in routed if split == "train")
     if kind == "word":
         return WordTokenizer.train(lines)
     return Tokenizer.train(lines, vocab_size)
@@ -195,19 +203,20 @@ class _Writer:
     """One split's stream; ``<eos>`` between documents (never after the last)."""
 
     def __init__(self, out: Path, split: str, dtype: np.dtype) -> None:
-        self.file = open(out / f"{split}.bin", "wb")  # noqa: SIM115 (closed by close())
-        self.dtype, self.count, self.eos_due = dtype, 0, False
+        self.tokens, self.eos_due = TokenWriter(out, split, dtype), False
+
+    @property
+    def count(self) -> int:
+        return self.tokens.tokens
 
     def write(self, ids: np.ndarray, eos: int) -> None:
         if self.eos_due and ids.size:
-            np.asarray([eos], self.dtype).tofile(self.file)
-            self.count += 1
-        ids.astype(self.dtype).tofile(self.file)
-        self.count, self.eos_due = self.count + ids.size, self.eos_due and not ids.size
+            self.tokens.add([eos])
+        self.tokens.add(ids)
+        self.eos_due = self.eos_due and not ids.size
 
     def close(self) -> int:
-        self.file.close()
-        return self.count
+        return self.tokens.close()["tokens"]
 
 
 def _flush(pending: list[tuple[str, str]], tokenizer: AnyTokenizer, writers: dict[str, _Writer]) -> int:
@@ -243,7 +252,8 @@ def prepare_text(
     files = fingerprint([*sources.train, *sources.val], cache)
     split = {"val_files": len(sources.val), "train_fraction": sources.train_fraction,
              "text_field": sources.text_field, "errors": sources.errors}
-    learned = {"kind": kind, "vocab_size": vocab_size} if tokenizer is None else {"given": tokenizer.to_json()}
+    learned = ({"kind": kind, "vocab_size": vocab_size} if tokenizer is None
+               else {"given": tokenizer.to_json()})
     key = content_key("text", files, split, learned)
 
     def build(tmp: Path) -> dict[str, Any]:
@@ -259,6 +269,7 @@ def prepare_text(
     prepared = PreparedText(cache / key, meta, tokenizer or load_tokenizer(cache / key), built)
     for name, n in (("training", meta["tokens"]["train"]), ("validation", meta["tokens"]["val"])):
         if n == 0:
-            raise ValueError(f"the {name} text is empty after splitting; change data.train_fraction or data.val")
+            raise ValueError(f"the {name} text is empty after splitting; change data.train_fraction "
+                             "or data.val")
     return prepared
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from attnlab.parsing import read_json
 from attnlab.signals import reraise
 from attnlab.tasks.recipe import Recipe
 from attnlab.training import Trainer, TrainResult, build_optimizer
-from attnlab.training.distributed import get_rank
+from attnlab.training.distributed import barrier, cleanup, get_rank, init_distributed, is_distributed
 from attnlab.training.run_dir import check_steps_left, writing_run
 from attnlab.validation import counted, indefinite
 
@@ -106,6 +107,12 @@ class Task(ABC):
     @abstractmethod
     def validate(self, model: nn.Module) -> dict[str, float]:
         """Validation metrics (``val_loss``, ...), called in eval mode without gradients."""
+
+    def run_file(self, name: str, text: str) -> Path:
+        """``run_dir/name`` holding ``text``, written atomically by rank 0 alone (under torchrun
+        every rank gets the path; only the writer of the run directory writes in it)."""
+        path = self.run_dir / name
+        return write_atomic(path, text) if get_rank() == 0 else path
 
     def memory_needs(self) -> list[Need]:
         """What training cannot do without, from the recipe alone (no data read, nothing
@@ -255,9 +262,42 @@ def train(
     its data) leaves no directory it created behind. A run interrupted by Ctrl-C or SIGTERM
     saves a resumable checkpoint and re-raises the interruption instead of going on to the
     report (:mod:`attnlab.signals`)."""
-    base = resident_now()  # the process before any tensor of the run
     if "task" not in recipe:
         raise ValueError('a recipe must name its task at the top level, e.g. task = "translation"')
+    joined, device = join_process_group(device)
+    try:
+        return _train(recipe, run_dir=run_dir, resume=resume, data_dir=data_dir, device=device,
+                      overwrite=overwrite)
+    finally:
+        if joined:
+            cleanup()
+
+
+def join_process_group(device: str | torch.device) -> tuple[bool, str | torch.device]:
+    """Under ``torchrun`` (``WORLD_SIZE`` > 1), join its process group — gloo for the CPU, else
+    nccl on this process's ``cuda:LOCAL_RANK`` — and say so; else nothing."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or is_distributed():
+        return False, device
+    on_cpu = resolve_device(device).type == "cpu"
+    info = init_distributed("gloo" if on_cpu else None)
+    return True, device if on_cpu else info.device
+
+
+def _prepare_in_turn(task: Task, resume: Path | None) -> None:
+    """Rank 0 prepares first (it fills the cache of token files and writes the run's files),
+    then the other ranks, reading what it wrote."""
+    if get_rank() == 0:
+        task.prepare(resume)
+    barrier()
+    if get_rank() != 0:
+        task.prepare(resume)
+
+
+def _train(
+    recipe: Mapping[str, Any], *, run_dir: str | Path, resume: str | Path | None, data_dir: str | None,
+    device: str | torch.device, overwrite: bool,
+) -> Path:
+    base = resident_now()  # the process before any tensor of the run
     cls = task_class(recipe["task"])
     parsed = cls.recipe_class.from_dict(recipe)
     task = cls(parsed, run_dir, data_dir=data_dir, device=device)
@@ -275,7 +315,7 @@ def train(
         if at_step is not None and at_step == parsed.train.max_steps:
             print(f"{checkpoint} is at train.max_steps={at_step} already: nothing left to train, "
                   f"finishing the run (evaluation, report)", flush=True)
-        task.prepare(resume_dir)
+        _prepare_in_turn(task, resume_dir)
         torch.manual_seed(parsed.train.seed)
         model = task.build_model().to(task.device)
         print(task.describe(model), flush=True)

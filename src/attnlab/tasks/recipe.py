@@ -73,9 +73,10 @@ def corpus_paths(name: str, corpus: str | list[str], presets: Sequence[str],
     if not corpus:
         raise ValueError(f"{name} must name a preset ({', '.join(presets)}) or your files, got {corpus!r}")
     if isinstance(corpus, str) and corpus in presets:
-        given = [n for n, v in zip(("val", "test"), held_out) if v]
+        given = [n for n, v in zip(("val", "test")[: len(held_out)], held_out, strict=True) if v]
         if given:
-            raise ValueError(f"data.{given[0]} names files of your own corpus; the {corpus} preset has its own")
+            raise ValueError(f"data.{given[0]} names files of your own corpus; the {corpus} preset "
+                             "has its own")
         return corpus, *held_out
     return resolved(corpus), *(resolved(v) if v else v for v in held_out)
 

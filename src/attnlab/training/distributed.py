@@ -1,6 +1,6 @@
 """Data-parallel training with ``torchrun``: process-group setup, rank helpers, sharding.
 
-``torchrun --nproc_per_node=N -m attnlab train ...`` starts N processes and sets the
+``torchrun --nproc_per_node=N -m attnlab.cli train ...`` starts N processes and sets the
 environment variables ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
 ``MASTER_PORT``. :func:`init_distributed` reads them and joins the process group (gloo on
 CPU, nccl on GPU); without them it does nothing and every helper answers as for a single

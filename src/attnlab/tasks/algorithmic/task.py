@@ -137,7 +137,6 @@ class AlgorithmicTask(Task):
 
     def prepare(self, resume: Path | None) -> None:
         d = self.recipe.data
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.val_batches = fixed_episodes(d, self.recipe.eval.val_sequences, d.seed + 10_000)
 
     def build_model(self) -> nn.Module:

@@ -4,7 +4,8 @@
     task = "captioning"
     [data]   source ("scenes" | "folder"); scenes: canvas, counts, train_scenes, val_scenes,
              test_scenes (composed from the MNIST split of each); folder: folder (holding
-             train/, val/, test/, each a folder of images + captions.txt), channels, size;
+             train/, val/, test/, each a folder of images + captions.txt or captions.jsonl),
+             channels, size;
              batch_size, seed
     [model]  type = "show_attend_tell", and its config's fields except vocab_size, pad_id,
              in_channels and image_size (the data fixes them)
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnlab.data.sources import resolved
 from attnlab.data.tokenizers import PAD_ID, SMALLEST_VOCABULARY
 from attnlab.tasks.recipe import ModelTable, Recipe
 from attnlab.training import OptimConfig
@@ -33,8 +35,9 @@ class CaptionData:
     ``counts`` digits on a ``canvas`` (:mod:`attnlab.data.scenes`; each split from its own
     source digits) and writes them as a folder of images + captions, so both sources load
     through the same code (:mod:`attnlab.data.image_captions`). ``folder`` reads
-    ``folder/{train,val,test}/captions.txt`` and their images, converted to ``channels`` and
-    resized to ``size`` × ``size``."""
+    ``folder/{train,val,test}/captions.txt`` (or ``captions.jsonl``: ``{"image": PATH,
+    "caption": TEXT}`` a line) and their images, converted to ``channels`` and resized to
+    ``size`` × ``size``; it is made absolute when the recipe is read."""
 
     source: str = "scenes"
     canvas: int = 64
@@ -57,6 +60,8 @@ class CaptionData:
             raise ValueError(f"data.counts must list digit counts from 1 to 4, got {self.counts}")
         if self.source == "folder" and not self.folder:
             raise ValueError('data.folder must name a folder when data.source = "folder"')
+        if self.folder:
+            self.folder = str(resolved(self.folder))
         if self.source == "scenes" and (self.channels, self.size) != (1, self.canvas):
             raise ValueError(
                 f"scenes are 1-channel {self.canvas} x {self.canvas}: set data.channels = 1 and "

@@ -124,7 +124,7 @@ class CaptioningTask(Task):
             self.tok = load_tokenizer(resolve_resume(resume))
         else:
             self.tok = WordTokenizer.train(captions["train"])
-        self.tokenizer_file = self.tok.save(self.run_dir / "tokenizer")
+        self.tokenizer_file = self.run_file(f"tokenizer/{TOKENIZER_FILE}", self.tok.to_json())
         self.sets = {n: CaptionSet(images[n], captions[n], self.tok, digits[n]) for n in folders}
         print(f"{len(self.sets['train']):,} training captions, vocabulary {self.tok.vocab_size} words",
               flush=True)

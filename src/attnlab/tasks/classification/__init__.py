@@ -1,8 +1,8 @@
 """The classification task (GPT-1-style transfer; Ba (CSC413 Lecture 8), "Transformer Language
 Pre-training"): :mod:`.task` trains and scores a GPT classifier on Shakespeare lines against King
-James verses, its body from a pretrained checkpoint (``[model] init_from``) or from scratch;
-:mod:`.recipe` maps its TOML tables onto dataclasses; :mod:`.transfer` trains both and compares
-them (``attnlab finetune``)."""
+James verses (the preset) or on your own labelled text (:mod:`.corpus`), its body from a
+pretrained checkpoint (``[model] init_from``) or from scratch; :mod:`.recipe` maps its TOML
+tables onto dataclasses; :mod:`.transfer` trains both and compares them (``attnlab finetune``)."""
 
 from attnlab.tasks.classification.recipe import (
     ClassificationData,

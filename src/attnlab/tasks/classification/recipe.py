@@ -2,12 +2,17 @@
 every recipe: :mod:`attnlab.tasks.recipe`).
 
     task = "classification"
-    [data]   per_class, train_per_class, val_fraction, test_fraction, holdout_fraction, seed
-             (:class:`~attnlab.data.classification.ShakespeareKJVConfig`), batch_size,
-             sword_dir (the SWORD library holding the KJV; "" = $SWORD_PATH or /usr/share/sword)
+    [data]   corpus ("shakespeare_vs_kjv", the preset, or your labelled files: TSV or JSON
+             lines, :mod:`attnlab.tasks.classification.corpus`), val, test, text_field,
+             label_field; val_fraction, test_fraction (held out of your files by hash when
+             val / test name none); per_class, train_per_class, holdout_fraction, seed and
+             sword_dir (the SWORD library holding the KJV; "" = $SWORD_PATH or
+             /usr/share/sword) shape the preset only
+             (:class:`~attnlab.data.classification.ShakespeareKJVConfig`); batch_size
     [model]  type = "gpt_classifier", init_from = CKPT (a "gpt" checkpoint whose weights start
              the body; left out: from scratch), pooling, dropout (the head's) and [model.gpt],
-             the body's GPT config except vocab_size (the tokenizer's); with init_from the
+             the body's GPT config except vocab_size (the tokenizer's); num_classes is the
+             data's (the distinct training labels); with init_from the
              checkpoint's own config fills what [model.gpt] leaves out, and what it sets must
              agree
     [optim]  OptimConfig (AdamW, warmup + cosine) and lm_weight, GPT-1's λ (eq. 5)
@@ -18,31 +23,60 @@ every recipe: :mod:`attnlab.tasks.recipe`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from attnlab.checkpoint import load_config
 from attnlab.config import upgrade
-from attnlab.data.classification import LABELS, ShakespeareKJVConfig
+from attnlab.data.classification import PRESET, ShakespeareKJVConfig
 from attnlab.data.tokenizers import SMALLEST_VOCABULARY
 from attnlab.models import GPT, GPTConfig
-from attnlab.tasks.recipe import ModelTable, Recipe
+from attnlab.tasks.recipe import ModelTable, Recipe, corpus_paths
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive
+
+PRESETS = (PRESET,)
+PRESET_ONLY = ("per_class", "train_per_class", "holdout_fraction", "seed", "sword_dir")
+"""The ``[data]`` keys that shape the preset and mean nothing for your own files."""
 
 
 @dataclass
 class ClassificationData(ShakespeareKJVConfig):
-    """``[data]``: which Shakespeare lines and King James verses (:mod:`attnlab.data.classification`),
-    the training batch, and where the KJV is installed."""
+    """``[data]``: which labelled texts and the training batch.
 
+    ``corpus`` is the ``shakespeare_vs_kjv`` preset (Shakespeare lines against King James
+    verses, :mod:`attnlab.data.classification`; where the KJV is installed: ``sword_dir``) or
+    your own labelled files (TSV ``text<TAB>label`` or JSON lines with ``text_field`` and
+    ``label_field``); ``val`` and ``test`` name files of their own, else ``val_fraction`` and
+    ``test_fraction`` of ``corpus`` are held out by a hash of each text
+    (:mod:`attnlab.tasks.classification.corpus`). Paths are made absolute when read."""
+
+    corpus: str | list[str] = PRESET
+    val: str | list[str] = ""
+    test: str | list[str] = ""
+    text_field: str = "text"
+    label_field: str = "label"
     batch_size: int = 32
     sword_dir: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        paths = corpus_paths("data.corpus", self.corpus, PRESETS, self.val, self.test)
+        self.corpus, self.val, self.test = paths
         check_positive("data.batch_size", self.batch_size)
+        if not self.is_preset:
+            for name in PRESET_ONLY:
+                default = next(f.default for f in dataclasses.fields(self) if f.name == name)
+                if getattr(self, name) != default:
+                    raise ValueError(f"data.{name} shapes the {PRESET} preset only; remove it to read "
+                                     f"your own data.corpus")
+
+    @property
+    def is_preset(self) -> bool:
+        """Whether ``corpus`` names the bundled preset (not files)."""
+        return isinstance(self.corpus, str) and self.corpus in PRESETS
 
 
 @dataclass
@@ -85,13 +119,10 @@ class ClassificationRecipe(Recipe):
     takes_init_from = True
 
     @classmethod
-    def model_fixed(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
-        return {"num_classes": len(LABELS)}
-
-    @classmethod
     def model_pending(cls, tables: Mapping[str, Any]) -> dict[str, Any]:
-        """The body's vocabulary, the tokenizer's: at least the special tokens and one character."""
-        return {"gpt.vocab_size": SMALLEST_VOCABULARY}
+        """What the data decides: the body's vocabulary, the tokenizer's (at least the special
+        tokens and one character), and the number of classes (at least 2)."""
+        return {"gpt.vocab_size": SMALLEST_VOCABULARY, "num_classes": 2}
 
     @classmethod
     def model_start(cls, checkpoint: str) -> Mapping[str, Any]:

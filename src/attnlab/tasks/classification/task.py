@@ -1,5 +1,6 @@
 """The classification task: a GPT with a classification head tells Shakespeare lines from King
-James verses (Ba (CSC413 Lecture 8), "Transformer Language Pre-training": a language model
+James verses (the preset), or the classes of your own labelled text (``data.corpus = PATH``,
+:mod:`.corpus`) (Ba (CSC413 Lecture 8), "Transformer Language Pre-training": a language model
 pre-trained on raw text, fine-tuned on a downstream classification; Radford et al. 2018, §3.2).
 
     attnlab train --config configs/shakespeare_vs_kjv.toml model.init_from=CKPT   # fine-tuned
@@ -10,7 +11,8 @@ The model is :class:`~attnlab.models.GPTForSequenceClassification`. With ``[mode
 its body starts from a pretrained ``"gpt"`` checkpoint and the text is read with that
 checkpoint's tokenizer; without, the same architecture starts from random weights and the
 text is read with the character tokenizer of tinyshakespeare (the vocabulary of
-``configs/shakespeare_char.toml``'s model). Either way the driver seeds the model with
+``configs/shakespeare_char.toml``'s model) for the preset, or of the training texts for your
+own files. The number of classes is the data's. Either way the driver seeds the model with
 ``train.seed`` before building it, so both start from the same head, and the training batches
 come in an order seeded by ``train.seed`` alone: two runs that differ only in ``init_from``
 see the same batches. The loss is GPT-1's L3 = L2 + λ·L1 (eq. 5, λ = ``optim.lm_weight``);
@@ -21,7 +23,7 @@ the two baselines a result must beat: chance (the majority class) and length alo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ from attnlab.config import from_dict
 from attnlab.data import load_tinyshakespeare
 from attnlab.data.classification import (
     TextClassificationData,
-    encode_examples,
+    encode_counting,
     length_baseline,
     load_shakespeare_vs_kjv,
     pad_batch,
@@ -50,6 +52,7 @@ from attnlab.data.tokenizers import (
 from attnlab.devices import model_device, to_device
 from attnlab.models import GPT, GPTForSequenceClassification
 from attnlab.tasks.base import EvaluateRequest, Task, register_task
+from attnlab.tasks.classification.corpus import fit_to_chars, overlap_note, read_labelled
 from attnlab.tasks.classification.recipe import ClassificationData, ClassificationEval, ClassificationRecipe
 from attnlab.training import TrainResult
 from attnlab.validation import counted
@@ -58,15 +61,49 @@ Encoded = tuple[list[list[int]], Tensor]  # token ids per example, labels (N,)
 SPLITS = ("train", "val", "test")
 
 
+def read_examples(data: ClassificationData, chars: Collection[str] | None, data_dir: str | None,
+                  raw: TextClassificationData | None = None) -> TextClassificationData:
+    """The examples of ``data``: the preset's (drawn with characters outside ``chars``
+    dropped), or the user's files (``raw``, when already read) fitted to ``chars``."""
+    if data.is_preset:
+        return load_shakespeare_vs_kjv(data, chars=chars, data_dir=data_dir, sword_dir=data.sword_dir or None)
+    examples = raw or read_user_examples(data)
+    if chars is not None:
+        examples, note = fit_to_chars(examples, chars)
+        _say(note)
+    return examples
+
+
+def read_user_examples(data: ClassificationData) -> TextClassificationData:
+    """The three splits of the user's labelled files ``data.corpus`` (``data.val``, ``data.test``)."""
+    return read_labelled(data.corpus, data.val, data.test, val_fraction=data.val_fraction,
+                         test_fraction=data.test_fraction, text_name=data.text_field,
+                         label_name=data.label_field)
+
+
 def read_splits(
-    data: ClassificationData, tokenizer: AnyTokenizer, data_dir: str | None, block_size: int
+    data: ClassificationData, tokenizer: AnyTokenizer, data_dir: str | None, block_size: int,
+    raw: TextClassificationData | None = None,
 ) -> tuple[TextClassificationData, dict[str, Encoded]]:
-    """The examples of ``data`` (characters outside a character tokenizer's dropped) and each
-    split encoded as ``<bos> text <eos>``, cut to ``block_size``."""
+    """The examples of ``data`` (:func:`read_examples`, ``chars`` a character tokenizer's) and
+    each split encoded as ``<bos> text <eos>``, cut to ``block_size`` (the cut ones counted in
+    a note, as are validation and test texts that are training texts too)."""
     chars = tokenizer.chars if isinstance(tokenizer, CharTokenizer) else None
-    examples = load_shakespeare_vs_kjv(data, chars=chars, data_dir=data_dir, sword_dir=data.sword_dir or None)
-    encoded = {name: encode_examples(getattr(examples, name), tokenizer, block_size) for name in SPLITS}
+    examples = read_examples(data, chars, data_dir, raw)
+    encoded, cut = {}, {}
+    for name in SPLITS:
+        ids, labels, cut[name] = encode_counting(getattr(examples, name), tokenizer, block_size)
+        encoded[name] = (ids, labels)
+    if any(cut.values()):
+        counts = ", ".join(f"{cut[n]:,} of {len(encoded[n][0]):,} {n}" for n in SPLITS if cut[n])
+        _say(f"note: texts longer than model.gpt.block_size - 2 = {block_size - 2} tokens are cut: {counts}")
+    _say(overlap_note(examples))
     return examples, encoded
+
+
+def _say(note: str | None) -> None:
+    if note:
+        print(note, flush=True)
 
 
 def batch_stream(
@@ -107,6 +144,23 @@ def accuracy(model: GPTForSequenceClassification, data: Encoded, batch_size: int
     return split_scores(model, data, batch_size)["accuracy"]
 
 
+def baselines(examples: TextClassificationData, test_labels: Tensor) -> dict[str, float | None]:
+    """What a result must beat: ``chance``, the test share of the majority class, and the
+    test accuracy of length alone (two classes only; ``None`` for more)."""
+    two = len(examples.label_names) == 2
+    return {
+        "chance": float(torch.bincount(test_labels).max()) / len(test_labels),
+        "length_baseline_test_accuracy": length_baseline(examples.train, examples.test) if two else None,
+    }
+
+
+def baseline_line(scores: Mapping[str, Any]) -> str:
+    """The baselines in one line (the length-only one where there is one)."""
+    length = scores["length_baseline_test_accuracy"]
+    start = f"length-only baseline {length:.4f}, " if length is not None else ""
+    return f"{start}chance {scores['chance']:.4f}"
+
+
 @register_task
 class ClassificationTask(Task):
     """A GPT classifier, fine-tuned or from scratch (see the module docstring)."""
@@ -116,29 +170,34 @@ class ClassificationTask(Task):
     eval_splits = ("test", "val")
 
     def prepare(self, resume: Path | None) -> None:
-        """The tokenizer (the resumed run's, else ``init_from``'s, else tinyshakespeare's
-        characters), the examples and their encoded splits."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        """The tokenizer (the resumed run's, else ``init_from``'s, else the characters of
+        tinyshakespeare for the preset or of the training texts for your own files), the
+        examples and their encoded splits."""
+        data = self.recipe.data
+        raw = None if data.is_preset else read_user_examples(data)
         source = resolve_resume(resume) if resume is not None else self.recipe.model.init_from
         if source is not None:
             self.tokenizer = load_tokenizer(source)
-        else:
+        elif raw is None:
             self.tokenizer = CharTokenizer.train(load_tinyshakespeare(self.data_dir))
-        self.tokenizer_file = self.tokenizer.save(self.run_dir)
+        else:
+            self.tokenizer = CharTokenizer.train("".join(text for text, _ in raw.train))
+        self.tokenizer_file = self.run_file(TOKENIZER_FILE, self.tokenizer.to_json())
         block_size = self.recipe.model.settings["gpt"]["block_size"]
-        examples, self.splits = read_splits(self.recipe.data, self.tokenizer, self.data_dir, block_size)
-        print(f"data: {examples.describe()}", flush=True)
-        test_labels = self.splits["test"][1]
-        self.baselines = {
-            "chance": float(torch.bincount(test_labels).max()) / len(test_labels),  # the majority class
-            "length_baseline_test_accuracy": length_baseline(examples.train, examples.test),
-        }
+        self.examples, self.splits = read_splits(data, self.tokenizer, self.data_dir, block_size, raw)
+        print(f"data: {self.examples.describe()}", flush=True)
+        if len(self.examples.train) < data.batch_size:
+            raise ValueError(f"data.corpus holds {counted(len(self.examples.train), 'training example')}, "
+                             f"fewer than one batch (data.batch_size = {data.batch_size})")
+        self.baselines = baselines(self.examples, self.splits["test"][1])
 
     def build_model(self) -> nn.Module:
-        """The recipe's classifier; with ``init_from``, its body loaded from that checkpoint."""
+        """The recipe's classifier (as many classes as the training labels); with ``init_from``,
+        its body loaded from that checkpoint."""
         table = self.recipe.model
         # The body's vocabulary is the tokenizer's (init_from's config.json holds it already).
-        model = table.build_model(**{name: self.tokenizer.vocab_size for name in table.pending})
+        decided = {"gpt.vocab_size": self.tokenizer.vocab_size, "num_classes": len(self.examples.label_names)}
+        model = table.build_model(**{name: decided[name] for name in table.pending})
         if table.init_from is not None:
             tokens, vocabulary = self.tokenizer.vocab_size, model.config.gpt.vocab_size
             if tokens != vocabulary:
@@ -183,14 +242,14 @@ class ClassificationTask(Task):
             "steps": result.step, "seconds": result.seconds, "stopped": result.stopped,
             "parameters": model.num_parameters(),
             "sizes": {name: len(self.splits[name][0]) for name in SPLITS},
+            "label_names": list(self.examples.label_names), "corpus": self.recipe.data.corpus,
             **self.baselines,
             "checkpoint": str(result.last_checkpoint),
         }
         write_atomic(self.run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         print(f"{self.format_scores({'split': 'test', 'examples': results['sizes']['test'], **test})}; "
               f"{counted(result.step, 'step')} in {result.seconds:.1f} s ({result.stopped})\n"
-              f"length-only baseline {self.baselines['length_baseline_test_accuracy']:.4f}, "
-              f"chance {self.baselines['chance']:.4f}\ncheckpoint: {result.last_checkpoint}", flush=True)
+              f"{baseline_line(self.baselines)}\ncheckpoint: {result.last_checkpoint}", flush=True)
         return results
 
     @classmethod
@@ -202,9 +261,13 @@ class ClassificationTask(Task):
         batch_size = from_dict(ClassificationEval, recipe.get("eval", {}), where="[eval]").batch_size
         model = GPTForSequenceClassification.from_pretrained(checkpoint, device=request.device)
         block_size = model.config.gpt.block_size
-        _, splits = read_splits(data, load_tokenizer(checkpoint), request.data_dir, block_size)
+        examples, splits = read_splits(data, load_tokenizer(checkpoint), request.data_dir, block_size)
+        names = examples.label_names
+        if len(names) != model.config.num_classes:
+            raise ValueError(f"{checkpoint} classifies {model.config.num_classes} classes but its recipe's "
+                             f"data now holds {len(names)} ({', '.join(names)}): the files changed")
         scores = split_scores(model, splits[split], batch_size)
-        return {"split": split, "examples": len(splits[split][0]), **scores}
+        return {"split": split, "examples": len(splits[split][0]), **scores, "label_names": list(names)}
 
     @classmethod
     def format_scores(cls, scores: Mapping[str, Any]) -> str:

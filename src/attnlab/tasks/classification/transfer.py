@@ -79,6 +79,7 @@ def summary(report: Mapping[str, Any]) -> str:
         f"{counted(report[arm]['steps'], 'step')}, {report[arm]['seconds']:.1f} s)"
         for arm in ARMS
     ]
-    lines.append(f"length-only baseline: {report['length_baseline_test_accuracy']:.4f}; "
-                 f"chance {report['chance']:.4f}")
+    length = report["length_baseline_test_accuracy"]
+    start = f"length-only baseline: {length:.4f}; " if length is not None else ""
+    lines.append(f"{start}chance {report['chance']:.4f}")
     return "\n".join(lines)

@@ -36,7 +36,7 @@ from attnlab.data.prepared import cache_dir
 from attnlab.data.presets import TEXT_PRESETS, text_preset
 from attnlab.data.sources import expand
 from attnlab.data.text_corpus import PreparedText, TextSources, prepare_text
-from attnlab.data.tokenizers import AnyTokenizer, bpe_need
+from attnlab.data.tokenizers import TOKENIZER_FILE, AnyTokenizer, bpe_need
 from attnlab.evaluation import perplexity
 from attnlab.memory import Need, sized
 from attnlab.pipelines import LanguageModelPipeline
@@ -96,7 +96,8 @@ def lm_loss(model: nn.Module, batch: tuple[Tensor, Tensor]) -> tuple[Tensor, int
     return loss, y.numel()
 
 
-def val_windows(tokens: Tensor | np.ndarray, block_size: int, batch_size: int) -> Iterator[tuple[Tensor, Tensor]]:
+def val_windows(tokens: Tensor | np.ndarray, block_size: int,
+                batch_size: int) -> Iterator[tuple[Tensor, Tensor]]:
     """The whole validation stream as non-overlapping windows, in batches (deterministic),
     read a batch at a time."""
     n = (len(tokens) - 1) // block_size
@@ -106,7 +107,8 @@ def val_windows(tokens: Tensor | np.ndarray, block_size: int, batch_size: int) -
     def batches() -> Iterator[tuple[Tensor, Tensor]]:
         for i in range(0, n, batch_size):
             rows = min(batch_size, n - i)
-            chunk = torch.as_tensor(np.asarray(tokens[i * block_size : (i + rows) * block_size + 1], np.int64))
+            span = tokens[i * block_size : (i + rows) * block_size + 1]
+            chunk = torch.as_tensor(np.asarray(span, np.int64))  # (rows · n + 1,)
             yield chunk[:-1].view(rows, block_size), chunk[1:].view(rows, block_size)  # (b, n) each
 
     return batches()
@@ -143,13 +145,12 @@ class LanguageModelTask(Task):
         """The prepared token files of the text (made once, then reused), its tokenizer (or the
         resumed run's) and the fixed random validation windows of the periodic evaluations."""
         d = self.recipe.data
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         given = load_tokenizer(resolve_resume(resume)) if resume is not None else None
         self.corpus = prepare_corpus(d, self.data_dir, given, progress=self.recipe.train.progress)
         for line in self.corpus.notes():
             print(line, flush=True)
         self.tokenizer = self.corpus.tokenizer
-        self.tokenizer_file = self.tokenizer.save(self.run_dir)
+        self.tokenizer_file = self.run_file(TOKENIZER_FILE, self.tokenizer.to_json())
         self.train_ids, self.val_ids = self.corpus.tokens("train"), self.corpus.tokens("val")
         for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
             if len(ids) < d.block_size + 1:

@@ -46,6 +46,6 @@ def prepare_translation(
                            cache=cache_dir(), progress=progress)
     for split in ("val", "test"):
         if not corpus.pairs(split):
-            raise ValueError(f"no {split} pairs: {corpus.meta['rows']:,} pairs hold none out at data.held_out="
-                             f"{data.held_out}; raise it or name data.{split}")
+            raise ValueError(f"no {split} pairs: {corpus.meta['rows']:,} pairs hold none out at "
+                             f"data.held_out={data.held_out}; raise it or name data.{split}")
     return corpus

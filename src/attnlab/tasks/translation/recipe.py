@@ -34,6 +34,7 @@ from attnlab.tasks.recipe import ModelTable, Recipe, corpus_paths
 from attnlab.training import OptimConfig
 from attnlab.validation import check_choice, check_positive, check_probability
 
+
 @dataclass
 class TranslationData:
     """``[data]``: the sentence pairs, the language pair, BPE and batching.
@@ -63,7 +64,8 @@ class TranslationData:
     errors: str = "strict"
 
     def __post_init__(self) -> None:
-        self.corpus, self.val, self.test = corpus_paths("data.corpus", self.corpus, PAIR_PRESETS, self.val, self.test)
+        self.corpus, self.val, self.test = corpus_paths("data.corpus", self.corpus, PAIR_PRESETS,
+                                                        self.val, self.test)
         if self.corpus in PAIR_PRESETS:
             check_choice("data.src_lang", self.src_lang, LANGUAGES)
             check_choice("data.tgt_lang", self.tgt_lang, LANGUAGES)
@@ -146,7 +148,8 @@ class TranslationRecipe(Recipe):
         """The vocabulary sizes BPE learns (at least its bytes and special tokens); a given
         tokenizer decides them and the padding id."""
         if tables["data"].tokenizer_file:
-            return {"src_vocab_size": SMALLEST_VOCABULARY, "tgt_vocab_size": SMALLEST_VOCABULARY, "pad_id": PAD_ID}
+            smallest = SMALLEST_VOCABULARY
+            return {"src_vocab_size": smallest, "tgt_vocab_size": smallest, "pad_id": PAD_ID}
         return {"src_vocab_size": SMALLEST_BPE, "tgt_vocab_size": SMALLEST_BPE}
 
     def check(self) -> None:

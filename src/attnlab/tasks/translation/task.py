@@ -29,9 +29,9 @@ from torch import Tensor, nn
 from attnlab.atomic import write_atomic
 from attnlab.checkpoint import ExtraFiles, resolve_resume
 from attnlab.config import from_dict
-from attnlab.data import SPLITS, TokenBatchSampler, TranslationDataset, load_tokenizers, save_tokenizers
+from attnlab.data import SPLITS, TokenBatchSampler, TranslationDataset, load_tokenizers
 from attnlab.data.presets import PAIR_PRESETS
-from attnlab.data.tokenizers import SMALLEST_BPE, bpe_need
+from attnlab.data.tokenizers import SMALLEST_BPE, bpe_need, tokenizer_files
 from attnlab.evaluation import bleu, chrf
 from attnlab.generation.beam import beam_need
 from attnlab.memory import Need
@@ -88,7 +88,8 @@ class TranslationTask(Task):
         self.start = time.perf_counter()
         d, ev = self.recipe.data, self.recipe.eval
         given = load_tokenizers(resolve_resume(resume)) if resume is not None else None
-        self.corpus = prepare_translation(d, ev.test_split, self.data_dir, given, progress=self.recipe.train.progress)
+        self.corpus = prepare_translation(d, ev.test_split, self.data_dir, given,
+                                          progress=self.recipe.train.progress)
         for line in self.corpus.notes():
             print(line, flush=True)
         src_tok, tgt_tok = self.src_tok, self.tgt_tok = self.corpus.src_tok, self.corpus.tgt_tok
@@ -100,14 +101,17 @@ class TranslationTask(Task):
             print(f"note: {counted(self.train_set.too_long, 'training pair')} ({share:.2%}) longer than "
                   f"data.max_len={d.max_len} subwords left out", flush=True)
         if not len(self.train_set):
-            raise ValueError(f"every training pair is longer than data.max_len={d.max_len} subwords: raise it")
+            raise ValueError(f"every training pair is longer than data.max_len={d.max_len} subwords: "
+                             "raise it")
         self.val_pairs = self.corpus.pairs("val")
         self.val_set = TranslationDataset.from_pairs(self.val_pairs, src_tok, tgt_tok)
         self.test_pairs = _limit(self.corpus.pairs("test"), ev.test_limit)
         self._check_lengths(src_tok.encode_batch([s for s, _ in self.test_pairs]))
-        self.tokenizer_files = save_tokenizers(self.run_dir / "tokenizer", src_tok, tgt_tok)
+        self.tokenizer_files = [self.run_file(f"tokenizer/{name}", text)
+                                for name, text in tokenizer_files(src_tok, tgt_tok).items()]
         rank, world = get_rank(), get_world_size()
-        self.sampler = TokenBatchSampler(self.train_set.lengths, d.max_tokens, seed=d.seed, rank=rank, world_size=world)
+        self.sampler = TokenBatchSampler(self.train_set.lengths, d.max_tokens, seed=d.seed, rank=rank,
+                                         world_size=world)
         val_sampler = TokenBatchSampler(self.val_set.lengths, d.max_tokens, shuffle=False)
         self.val_loader = self._loader(self.val_set, val_sampler)
 
@@ -238,7 +242,8 @@ class TranslationTask(Task):
     @classmethod
     def prepare_data(cls, raw: Mapping[str, Any], data_dir: str | None) -> list[str]:
         recipe = cls.recipe_class.from_dict(raw)
-        corpus = prepare_translation(recipe.data, recipe.eval.test_split, data_dir, progress=recipe.train.progress)
+        corpus = prepare_translation(recipe.data, recipe.eval.test_split, data_dir,
+                                     progress=recipe.train.progress)
         return corpus.notes()
 
     @classmethod
