@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export ATTNLAB_DATA ?= $(abspath ../shared/data)
 
-.PHONY: demo test test-slow bench lint install install-test data-kjv browser allocator clean
+.PHONY: demo test test-slow bench lint install install-test data-kjv datasets browser allocator clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ data-kjv:
 	@if dpkg -s sword-text-kjv >/dev/null 2>&1; then echo "sword-text-kjv is installed"; \
 	else echo "+ apt-get install -y --no-install-recommends sword-text-kjv"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends sword-text-kjv; fi
+
+# Optional: Hugging Face datasets (a large wheel, with pyarrow), for your own data in Parquet, CSV,
+# Arrow or save_to_disk folders; without it those tests skip and name this target.
+datasets: install
+	$(PIP) install -q -e '.[datasets]' torch==2.13.0
 
 # Optional: headless Chromium and its driver (Debian's chromium, chromium-driver; as root) for the
 # attention explorer's browser test; without them that test skips and names this target.

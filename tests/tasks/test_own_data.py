@@ -133,3 +133,36 @@ def test_training_pairs_longer_than_max_len_are_counted_not_dropped_silently(tmp
     assert main(["train", "--config", str(CONFIGS / "multi30k_demo.toml"), "--run-dir", str(run), *tiny,
                  f"data.corpus={tmp_path / 'p.tsv'}"]) == 0
     assert "note: 1 training pair (0." in capsys.readouterr().out
+
+
+def test_a_corpus_too_small_for_one_window_is_refused_in_one_line(tmp_path, capsys):
+    (tmp_path / "short.txt").write_text("To be, or not to be: that is the question.\n")
+    args = ["train", "--config", str(CONFIGS / "shakespeare_char.toml"), "--run-dir", str(tmp_path / "run"),
+            *TINY_GPT, f"data.corpus={tmp_path / 'short.txt'}"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("fewer than data.block_size + 1 = 33: lower data.block_size or give more text")
+    assert not (tmp_path / "run").exists()  # a refused run leaves nothing behind
+
+
+def test_the_translator_takes_a_tokenizer_json_of_another_project(tmp_path, capsys):
+    """Its padding id is not 0 (the four specials come after its own vocabulary): the model takes
+    the tokenizer's, and trains."""
+    import tokenizers as hf
+    from tokenizers import models, pre_tokenizers, trainers
+
+    lines = [f"wort{i % 7} word{i % 5}" for i in range(400)]
+    (tmp_path / "p.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in (line.split() for line in lines)))
+    theirs = hf.Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    theirs.pre_tokenizer = pre_tokenizers.Whitespace()
+    theirs.train_from_iterator(lines, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    theirs.save(str(tmp_path / "tokenizer.json"))
+    run = tmp_path / "run"
+    tiny = ["model.d_model=16", "model.num_heads=2", "model.d_ff=32", "model.num_encoder_layers=1",
+            "model.num_decoder_layers=1", "optim.warmup=1", "train.max_steps=2", "train.eval_every=2",
+            "eval.beam_size=1", "eval.average_last=1", "data.held_out=0.1", "eval.val_bleu=false",
+            "train.metric=val_loss", "model.share_embeddings=false"]
+    assert main(["train", "--config", str(CONFIGS / "multi30k_demo.toml"), "--run-dir", str(run), *tiny,
+                 f"data.corpus={tmp_path / 'p.tsv'}", f"data.tokenizer_file={tmp_path / 'tokenizer.json'}"]) == 0
+    config = json.loads((run / "final" / "config.json").read_text())
+    assert config["pad_id"] == 13 and config["src_vocab_size"] == 17  # 13 words and [UNK], then the specials

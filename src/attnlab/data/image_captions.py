@@ -35,7 +35,7 @@ from torch.utils.data import Dataset
 from attnlab.atomic import atomic_directory
 from attnlab.data.corpora import PathLike, read_lines
 from attnlab.data.scenes import Scene, caption, caption_text
-from attnlab.data.sources import is_jsonl, json_records, text_field
+from attnlab.data.sources import is_records, records, text_field
 from attnlab.parsing import read_json
 from attnlab.validation import check_choice, check_positive
 
@@ -68,7 +68,7 @@ def numbered_captions(path: PathLike) -> list[tuple[int, str, str]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"captions file {path} not found")
-    rows = list(_json_captions(path) if is_jsonl(path) else _text_captions(path))
+    rows = list(_json_captions(path) if is_records(path) else _text_captions(path))
     for number, name, text in rows:
         if not name or not text:
             raise ValueError(f"{path}:{number}: the {'image name' if not name else 'caption'} is empty")
@@ -91,7 +91,7 @@ def _text_captions(path: Path) -> Iterator[tuple[int, str, str]]:
 
 
 def _json_captions(path: Path) -> Iterator[tuple[int, str, str]]:
-    for number, record in json_records(path):
+    for number, record in records(path):
         image = text_field(record, "image", path, number).strip()
         yield number, image, text_field(record, "caption", path, number).strip()
 
@@ -174,7 +174,7 @@ class ImageCaptions(Dataset):
         if not self.folder.is_dir():
             raise FileNotFoundError(f"image folder {self.folder} not found")
         self.captions_path = Path(captions) if captions is not None else captions_file(self.folder)
-        base = self.captions_path.parent if is_jsonl(self.captions_path) else self.folder
+        base = self.captions_path.parent if is_records(self.captions_path) else self.folder
         self.pairs: list[tuple[Path, str]] = []
         for number, name, text in numbered_captions(self.captions_path):
             image = base / Path(name).expanduser()

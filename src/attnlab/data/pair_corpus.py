@@ -111,8 +111,10 @@ class PreparedPairs:
 
     def notes(self) -> list[str]:
         m, how = self.meta, "prepared" if self.built else "reusing"
-        lines = [f"{how} {self.folder}: {m['rows']:,} training pairs, {m['tokens']['src']:,} source / "
-                 f"{m['tokens']['tgt']:,} target tokens ({m['dtype']})"]
+        held = ", ".join(f"{n:,} {split}" for split, n in m["held_out"].items() if n)
+        held = f" (held out: {held})" if held else ""
+        lines = [f"{how} {self.folder}: {m['rows']:,} training pairs{held}, "
+                 f"{m['tokens']['src']:,} source / {m['tokens']['tgt']:,} target tokens ({m['dtype']})"]
         for split, n in m["overlap"].items():
             if n:
                 lines.append(f"note: {n:,} training pairs have the source sentence of a {split} pair")

@@ -63,18 +63,24 @@ def _sha256(path: Path) -> str:
 
 
 def fingerprint(paths: Sequence[Path], cache: Path) -> list[dict[str, Any]]:
-    """Each file's path, size, modification time (ns) and sha256; the hashes of files seen
-    before unchanged (same path, size, time and inode) come from ``cache/hashes.json``."""
+    """Each file's path, size, modification time (ns) and sha256 (a folder's: its files' together);
+    the hashes of files seen before unchanged (same path, size, time and inode) come from
+    ``cache/hashes.json``."""
     known_file = cache / HASHES_FILE
     known = read_json(known_file, "hash cache") if known_file.is_file() else {}
     out, changed = [], False
     for path in paths:
-        st = path.stat()
-        stamp = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
-        if stamp not in known:
-            known[stamp], changed = _sha256(path), True
-        out.append({"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                    "sha256": known[stamp]})
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        entry: dict[str, Any] = {"path": str(path), "size": 0, "mtime_ns": 0, "sha256": hashlib.sha256()}
+        for file in files:  # a folder (a saved dataset): its files' sizes, times and hashes together
+            st = file.stat()
+            stamp = f"{file.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+            if stamp not in known:
+                known[stamp], changed = _sha256(file), True
+            entry["size"] += st.st_size
+            entry["mtime_ns"] = max(entry["mtime_ns"], st.st_mtime_ns)
+            entry["sha256"].update(known[stamp].encode())
+        out.append({**entry, "sha256": entry["sha256"].hexdigest() if path.is_dir() else known[stamp]})
     if changed:
         cache.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):  # only a shortcut: a read-only cache still works

@@ -7,6 +7,8 @@ A *source* is what people already have, given as a path (relative to the working
   of these;
 * **JSON lines** (``.jsonl`` / ``.ndjson``, gzip too): one record a line, the text under a named
   field — a dotted name reaches into nested objects (``translation.de``);
+* **tables** Hugging Face ``datasets`` reads from disk — Parquet, CSV, Arrow, a ``save_to_disk``
+  folder — row by row like JSON lines (the optional extra: :mod:`attnlab.data.hf_datasets`);
 * for sentence pairs, two **line-aligned files** named by their prefix (``corpus/train`` reads
   ``corpus/train.de`` and ``corpus/train.en``, as Moses, OpenNMT and fairseq take them), a
   **TSV** (``source<TAB>target``), or JSON lines in Hugging Face's
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.data.corpora import Replaced, numbered_lines
+from attnlab.data.hf_datasets import TABLE_SUFFIXES, is_saved_dataset, table_records
+from attnlab.data.prepared import cache_dir
 
 PathSpec = str | Sequence[str]
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -67,6 +71,8 @@ def _expand_one(spec: str, what: str) -> list[Path]:
         if not matches:
             raise ValueError(f"{what}: no file matches {spec}")
         return matches
+    if is_saved_dataset(path):
+        return [path]
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and not _hidden(p, path))
         if not files:
@@ -91,9 +97,24 @@ def is_jsonl(path: str | Path) -> bool:
     return base_suffix(path) in JSONL_SUFFIXES
 
 
+def is_records(path: str | Path) -> bool:
+    """Whether ``path`` holds records with named fields: JSON lines, or a table Hugging Face
+    ``datasets`` reads (Parquet, CSV, Arrow, a ``save_to_disk`` folder)."""
+    return is_jsonl(path) or base_suffix(path) in TABLE_SUFFIXES or is_saved_dataset(Path(path))
+
+
+def records(
+    path: Path, *, errors: str = "strict", replaced: Replaced | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line or row number, record)`` of a JSON-lines file or a table (:func:`is_records`)."""
+    if is_jsonl(path):
+        return json_records(path, errors=errors, replaced=replaced)
+    return table_records(path, cache_dir())
+
+
 def check_not_empty(path: Path) -> None:
     """Refuse an empty file in one line."""
-    if path.stat().st_size == 0:
+    if path.is_file() and path.stat().st_size == 0:
         raise ValueError(f"{path} is empty")
 
 
@@ -148,13 +169,13 @@ def pair_files(spec: PathSpec, src_lang: str, tgt_lang: str, what: str) -> list[
             raise ValueError(f"{what} must name a prefix, a .tsv, a .jsonl or two files, "
                              f"got {len(spec)} paths")
         return [_existing(Path(p), what) for p in spec]
-    if base_suffix(spec) in (*TSV_SUFFIXES, *JSONL_SUFFIXES):
+    if base_suffix(spec) in TSV_SUFFIXES or is_records(spec):
         return [_existing(Path(spec), what)]
     return [_side(spec, lang, what) for lang in (src_lang, tgt_lang)]
 
 
 def _existing(path: Path, what: str) -> Path:
-    if not path.is_file():
+    if not path.is_file() and not is_saved_dataset(path):
         raise FileNotFoundError(f"{what}: {path} not found")
     return path
 
@@ -185,8 +206,8 @@ def read_pairs(
         check_not_empty(f)
     if len(files) == 2:
         numbered = _aligned(*files, errors=errors, replaced=replaced)
-    elif is_jsonl(files[0]):
-        numbered = _json_pairs(files[0], src_lang, tgt_lang, errors, replaced)
+    elif is_records(files[0]):
+        numbered = _record_pairs(files[0], src_lang, tgt_lang, errors, replaced)
     else:
         numbered = _tsv_pairs(files[0], errors, replaced)
     for where, s, t in numbered:
@@ -223,9 +244,9 @@ def _tsv_pairs(path: Path, errors: str, replaced: Replaced | None) -> Iterator[t
         yield f"{path}:{number}", fields[0], fields[1]
 
 
-def _json_pairs(path: Path, src_lang: str, tgt_lang: str, errors: str,
-                replaced: Replaced | None) -> Iterator[tuple[str, str, str]]:
-    for number, record in json_records(path, errors=errors, replaced=replaced):
+def _record_pairs(path: Path, src_lang: str, tgt_lang: str, errors: str,
+                  replaced: Replaced | None) -> Iterator[tuple[str, str, str]]:
+    for number, record in records(path, errors=errors, replaced=replaced):
         prefix = "translation." if "translation" in record else ""  # Hugging Face's shape, or flat
         sides = [text_field(record, prefix + lang, path, number) for lang in (src_lang, tgt_lang)]
         yield f"{path}:{number}", sides[0], sides[1]

@@ -35,7 +35,7 @@ from attnlab.data.prepared import (
     open_tokens,
     token_dtype,
 )
-from attnlab.data.sources import check_not_empty, is_jsonl, json_records, text_field
+from attnlab.data.sources import check_not_empty, is_records, records, text_field
 from attnlab.data.tokenizers import (
     UNICODE_SIZE,
     AnyTokenizer,
@@ -67,8 +67,8 @@ class TextSources:
     def documents(self, files: tuple[Path, ...]) -> Iterator[Iterator[str]]:
         """Each document of ``files`` as an iterator of its pieces."""
         for path in files:
-            if is_jsonl(path):
-                for number, record in json_records(path, errors=self.errors, replaced=self.replaced):
+            if is_records(path):
+                for number, record in records(path, errors=self.errors, replaced=self.replaced):
                     yield iter([normalize_newlines(text_field(record, self.text_field, path, number))])
             else:
                 yield self._pieces(path)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from attnlab.data.classification import Example, TextClassificationData, fit_to_vocab
 from attnlab.data.corpora import numbered_lines
-from attnlab.data.sources import PathSpec, check_not_empty, expand, field, is_jsonl, json_records, text_field
+from attnlab.data.sources import PathSpec, check_not_empty, expand, field, is_records, records, text_field
 from attnlab.validation import counted
 
 Row = tuple[str, str, str]  # (text, label, "file:line")
@@ -43,7 +43,7 @@ def read_rows(spec: PathSpec, what: str, *, text_name: str = "text", label_name:
     rows: list[Row] = []
     for path in expand(spec, what):
         check_not_empty(path)
-        found = list(_json_rows(path, text_name, label_name) if is_jsonl(path) else _tsv_rows(path))
+        found = list(_json_rows(path, text_name, label_name) if is_records(path) else _tsv_rows(path))
         if not found:
             raise ValueError(f"{path} holds no examples (only blank lines)")
         rows += found
@@ -62,7 +62,7 @@ def _tsv_rows(path: Path) -> Iterator[Row]:
 
 
 def _json_rows(path: Path, text_name: str, label_name: str) -> Iterator[Row]:
-    for number, record in json_records(path):
+    for number, record in records(path):
         text = text_field(record, text_name, path, number)
         label = field(record, label_name, path, number)
         if isinstance(label, bool) or not isinstance(label, str | int):

@@ -150,7 +150,6 @@ class LanguageModelTask(Task):
         for line in self.corpus.notes():
             print(line, flush=True)
         self.tokenizer = self.corpus.tokenizer
-        self.tokenizer_file = self.run_file(TOKENIZER_FILE, self.tokenizer.to_json())
         self.train_ids, self.val_ids = self.corpus.tokens("train"), self.corpus.tokens("val")
         for name, ids in (("training", self.train_ids), ("validation", self.val_ids)):
             if len(ids) < d.block_size + 1:
@@ -158,6 +157,7 @@ class LanguageModelTask(Task):
                     f"the {name} text has {counted(len(ids), 'token')}, fewer than data.block_size + 1 = "
                     f"{d.block_size + 1}: lower data.block_size or give more text"
                 )
+        self.tokenizer_file = self.run_file(TOKENIZER_FILE, self.tokenizer.to_json())  # checked: written
         self.val_text = self.tokenizer.decode(self.val_ids[:PICTURE_TOKENS], skip_special=False)
         windows = LMDataset(self.val_ids, d.block_size, seed=d.seed)
         self.eval_batches = [windows.get_batch(d.batch_size) for _ in range(self.recipe.eval.eval_iters)]
