@@ -162,7 +162,8 @@ def test_the_translator_takes_a_tokenizer_json_of_another_project(tmp_path, caps
             "model.num_decoder_layers=1", "optim.warmup=1", "train.max_steps=2", "train.eval_every=2",
             "eval.beam_size=1", "eval.average_last=1", "data.held_out=0.1", "eval.val_bleu=false",
             "train.metric=val_loss", "model.share_embeddings=false"]
-    assert main(["train", "--config", str(CONFIGS / "multi30k_demo.toml"), "--run-dir", str(run), *tiny,
-                 f"data.corpus={tmp_path / 'p.tsv'}", f"data.tokenizer_file={tmp_path / 'tokenizer.json'}"]) == 0
+    data = [f"data.corpus={tmp_path / 'p.tsv'}", f"data.tokenizer_file={tmp_path / 'tokenizer.json'}"]
+    config = str(CONFIGS / "multi30k_demo.toml")
+    assert main(["train", "--config", config, "--run-dir", str(run), *tiny, *data]) == 0
     config = json.loads((run / "final" / "config.json").read_text())
     assert config["pad_id"] == 13 and config["src_vocab_size"] == 17  # 13 words and [UNK], then the specials

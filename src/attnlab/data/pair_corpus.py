@@ -150,8 +150,8 @@ def _encode(sources: PairSources, src_tok: AnyTokenizer, tgt_tok: AnyTokenizer, 
     bar = progress_bar(total, unit="pair", enabled=progress, desc="tokenizing", leave=False)
     pairs = sources.training()
     while block := list(islice(pairs, BLOCK_PAIRS)):
-        writers["src"].add_rows(src_tok.encode_batch([s for s, _ in block]))
-        writers["tgt"].add_rows(tgt_tok.encode_batch([t for _, t in block]))
+        writers["src"].add_rows(src_tok.encode_arrays([s for s, _ in block]))
+        writers["tgt"].add_rows(tgt_tok.encode_arrays([t for _, t in block]))
         bar.update(len(block))
     bar.close()
     counts = {side: w.close() for side, w in writers.items()}

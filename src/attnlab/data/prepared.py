@@ -139,7 +139,7 @@ class TokenWriter:
     def add_rows(self, rows: Sequence[Sequence[int]]) -> None:
         """Append each row of ``rows`` and its end offset."""
         lengths = np.fromiter((len(r) for r in rows), np.int64, len(rows))
-        flat = np.fromiter((i for r in rows for i in r), self.dtype, int(lengths.sum()))
+        flat = np.concatenate([np.asarray(r, self.dtype) for r in rows]) if rows else np.zeros(0, self.dtype)
         flat.tofile(self._bin)
         (self.tokens + np.cumsum(lengths)).tofile(self._idx)
         self.tokens, self.rows = self.tokens + flat.size, self.rows + len(rows)

@@ -5,7 +5,7 @@ JSON-lines file is one (its ``text_field``). Documents are joined by ``<eos>`` (
 end-of-text between documents); one file alone has none. Validation text comes from its own
 files, or is the last ``1 - train_fraction`` of the characters (nanoGPT's 90 / 10 split).
 
-Preparing reads the files as a stream of pieces of about a megabyte, each cut just after a
+Preparing reads the files as a stream of pieces of about a megabyte, each cut just before a
 ``\\n`` that a non-space character follows: no pre-token of the tokenizers here (GPT-2's
 byte-level regex, words, characters) spans such a cut, so the ids are those of the whole text
 at once, in a fraction of the memory. Three passes: count the characters (and collect them,
@@ -86,11 +86,16 @@ class TextSources:
 
 
 def safe_cut(text: str) -> int:
-    """The end of the last ``\\n`` of ``text`` that a non-space character follows (0: none)."""
+    """Where the last ``\\n`` of ``text`` that a non-space character follows begins (0: none).
+
+    GPT-2's pattern never joins such a ``\\n`` to what comes before it: a run of whitespace
+    before it gives back its last character when a non-space follows, so the ``\\n`` stands
+    alone. Cut *after* the ``\\n`` instead, a line's trailing spaces and its ``\\n`` would
+    become one pre-token at the end of a piece, and the ids could differ."""
     end = len(text)
-    while (i := text.rfind("\n", 0, end)) >= 0:
+    while (i := text.rfind("\n", 0, end)) > 0:
         if i + 1 < len(text) and not text[i + 1].isspace():
-            return i + 1
+            return i
         end = i
     return 0
 
