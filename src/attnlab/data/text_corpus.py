@@ -17,7 +17,6 @@ of pieces in parallel).
 
 from __future__ import annotations
 
-import hashlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -236,13 +235,24 @@ def _flush(pending: list[tuple[str, str]], tokenizer: AnyTokenizer, writers: dic
     return sum(len(t) for t in texts)
 
 
+def _line_hashes(piece: str) -> np.ndarray:
+    """A 64-bit hash of each non-blank line of ``piece`` (stripped), (lines,)."""
+    return np.fromiter((hash(s) for line in piece.splitlines() if (s := line.strip())), np.int64)
+
+
 def overlap(sources: TextSources, train_chars: int) -> dict[str, int]:
-    """How many distinct non-blank validation lines also occur in the training text."""
-    digests: dict[str, set[bytes]] = {"train": set(), "val": set()}
-    for piece, split in _routed(sources, train_chars):
-        digests[split].update(hashlib.blake2b(line.strip().encode(), digest_size=8).digest()
-                              for line in piece.splitlines() if line.strip())
-    return {"val_lines": len(digests["val"]), "also_in_train": len(digests["val"] & digests["train"])}
+    """How many distinct non-blank validation lines also occur in the training text: the
+    validation lines' hashes are held (a sorted array), the training lines streamed past them."""
+    val = np.unique(np.concatenate([np.zeros(0, np.int64), *(
+        _line_hashes(piece) for piece, split in _routed(sources, train_chars) if split == "val")]))
+    found = np.zeros(len(val), bool)
+    if len(val):
+        for piece, split in _routed(sources, train_chars):
+            if split == "train" and piece:
+                hashes = _line_hashes(piece)
+                at = np.minimum(np.searchsorted(val, hashes), len(val) - 1)
+                found[at[val[at] == hashes]] = True
+    return {"val_lines": len(val), "also_in_train": int(found.sum())}
 
 
 # ----------------------------------------------------------------------------- the whole

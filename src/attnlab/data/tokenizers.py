@@ -162,7 +162,7 @@ class Tokenizer(_Specials):
         runs = [texts[i : i + size] for i in range(0, len(texts), size)]
 
         def encode_run(run: Sequence[str]) -> list[np.ndarray]:
-            return [self._twin.encode_to_numpy(t).astype(np.int64) for t in run]
+            return [self._twin.encode_to_numpy(t, disallowed_special=()).astype(np.int64) for t in run]
 
         with ThreadPoolExecutor(cores) as pool:
             return [ids for done in pool.map(encode_run, runs) for ids in done]
