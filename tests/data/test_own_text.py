@@ -175,3 +175,16 @@ def test_a_failed_preparation_leaves_nothing_in_the_cache(tmp_path):
 
 def test_ids_are_uint16_where_the_vocabulary_fits_else_uint32():
     assert token_dtype(65_536) == np.uint16 and token_dtype(65_537) == np.uint32
+
+
+def test_a_consumer_that_stops_early_frees_the_reading_thread(tmp_path):
+    from attnlab.data.text_corpus import _ReadAhead
+
+    (tmp_path / "t.txt").write_text(SHAKESPEARE)  # more pieces (64 KB blocks) than the queue holds
+    sources = TextSources((tmp_path / "t.txt",))
+    val = np.zeros(0, np.int64)
+    reader = _ReadAhead(sources, 10**9, val, np.zeros(0, bool))
+    with pytest.raises(KeyboardInterrupt), reader as pieces:
+        next(pieces)
+        raise KeyboardInterrupt  # Ctrl-C while encoding
+    assert not reader.thread.is_alive()

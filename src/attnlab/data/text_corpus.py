@@ -17,10 +17,13 @@ of pieces in parallel).
 
 from __future__ import annotations
 
+import contextlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Full, Queue
+from threading import Event, Thread
 from typing import Any
 
 import numpy as np
@@ -185,22 +188,69 @@ def _routed(sources: TextSources, train_chars: int) -> Iterator[tuple[str, str]]
 # ----------------------------------------------------------------------------- pass 3: encode
 def _encode(sources: TextSources, tokenizer: AnyTokenizer, train_chars: int, out: Path,
             total: int, progress: bool) -> dict[str, Any]:
+    """Encode every piece into ``train.bin`` / ``val.bin``; a reading thread routes the pieces
+    ahead of the encoder and checks the training lines against the validation lines' hashes
+    (:func:`validation_hashes`) on the way."""
     dtype = token_dtype(tokenizer.vocab_size)
     writers = {s: _Writer(out, s, dtype) for s in ("train", "val")}
+    val = validation_hashes(sources, train_chars)
+    found = np.zeros(len(val), bool)
     documents, pending = 0, []
     bar = progress_bar(total, unit="char", enabled=progress, desc="tokenizing", leave=False)
-    for piece, split in _routed(sources, train_chars):
-        if piece:
+    with _ReadAhead(sources, train_chars, val, found) as pieces:
+        for piece, split in pieces:
+            documents += not piece
             pending.append((piece, split))
-        else:
-            documents += 1
-            pending.append(("", split))
-        if len(pending) >= BATCH_PIECES:
-            bar.update(_flush(pending, tokenizer, writers))
+            if len(pending) >= BATCH_PIECES:
+                bar.update(_flush(pending, tokenizer, writers))
     bar.update(_flush(pending, tokenizer, writers))
     bar.close()
     counts = {s: w.close() for s, w in writers.items()}
-    return {"dtype": dtype.name, "documents": documents, "tokens": counts}
+    overlap = {"val_lines": len(val), "also_in_train": int(found.sum())}
+    return {"dtype": dtype.name, "documents": documents, "tokens": counts, "overlap": overlap}
+
+
+class _ReadAhead:
+    """:func:`_routed`'s pieces, read by a thread a few batches ahead of their consumer; each
+    training piece's lines marked in ``found`` where ``val`` (sorted hashes) has them."""
+
+    def __init__(self, sources: TextSources, train_chars: int, val: np.ndarray, found: np.ndarray) -> None:
+        self.args, self.val, self.found = (sources, train_chars), val, found
+        self.queue: Queue = Queue(maxsize=4 * BATCH_PIECES)
+        self.stop = Event()
+        self.thread = Thread(target=self._read, daemon=True)
+
+    def _read(self) -> None:
+        try:
+            for piece, split in _routed(*self.args):
+                if split == "train" and piece and len(self.val):
+                    hashes = _line_hashes(piece)
+                    at = np.minimum(np.searchsorted(self.val, hashes), len(self.val) - 1)
+                    self.found[at[self.val[at] == hashes]] = True
+                self._put((piece, split))
+            self._put(None)
+        except BaseException as err:  # handed to the consumer, raised there
+            self._put(err)
+
+    def _put(self, item: object) -> None:
+        while not self.stop.is_set():
+            with contextlib.suppress(Full):
+                self.queue.put(item, timeout=0.1)
+                return
+
+    def _pieces(self) -> Iterator[tuple[str, str]]:
+        while (item := self.queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def __enter__(self) -> Iterator[tuple[str, str]]:
+        self.thread.start()
+        return self._pieces()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()  # a consumer that stopped early (an error, Ctrl-C) frees the reader
+        self.thread.join()
 
 
 class _Writer:
@@ -240,19 +290,12 @@ def _line_hashes(piece: str) -> np.ndarray:
     return np.fromiter((hash(s) for line in piece.splitlines() if (s := line.strip())), np.int64)
 
 
-def overlap(sources: TextSources, train_chars: int) -> dict[str, int]:
-    """How many distinct non-blank validation lines also occur in the training text: the
-    validation lines' hashes are held (a sorted array), the training lines streamed past them."""
-    val = np.unique(np.concatenate([np.zeros(0, np.int64), *(
-        _line_hashes(piece) for piece, split in _routed(sources, train_chars) if split == "val")]))
-    found = np.zeros(len(val), bool)
-    if len(val):
-        for piece, split in _routed(sources, train_chars):
-            if split == "train" and piece:
-                hashes = _line_hashes(piece)
-                at = np.minimum(np.searchsorted(val, hashes), len(val) - 1)
-                found[at[val[at] == hashes]] = True
-    return {"val_lines": len(val), "also_in_train": int(found.sum())}
+def validation_hashes(sources: TextSources, train_chars: int) -> np.ndarray:
+    """The sorted distinct hashes of the non-blank validation lines (before the encoding pass,
+    which checks the training lines against them)."""
+    routed = _routed(sources, train_chars)
+    parts = [_line_hashes(piece) for piece, split in routed if split == "val"]
+    return np.unique(np.concatenate([np.zeros(0, np.int64), *parts]))
 
 
 # ----------------------------------------------------------------------------- the whole
@@ -278,7 +321,7 @@ def prepare_text(
         tok.save(tmp)
         encoded = _encode(sources, tok, train_chars, tmp, sum(lengths), progress)
         return {"sources": files, "split": split, "train_chars": train_chars, **encoded,
-                "overlap": overlap(sources, train_chars), "replaced": sources.replaced.lines}
+                "replaced": sources.replaced.lines}
 
     meta, built = build_once(cache / key, build)
     prepared = PreparedText(cache / key, meta, tokenizer or load_tokenizer(cache / key), built)
