@@ -180,7 +180,7 @@ def test_ids_are_uint16_where_the_vocabulary_fits_else_uint32():
 def test_a_consumer_that_stops_early_frees_the_reading_thread(tmp_path):
     from attnlab.data.text_corpus import _ReadAhead
 
-    (tmp_path / "t.txt").write_text(SHAKESPEARE)  # more pieces (64 KB blocks) than the queue holds
+    (tmp_path / "t.txt").write_text(SHAKESPEARE * 3)  # more pieces (64 KB blocks) than the queue holds
     sources = TextSources((tmp_path / "t.txt",))
     val = np.zeros(0, np.int64)
     reader = _ReadAhead(sources, 10**9, val, np.zeros(0, bool))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +77,19 @@ def prepare_corpus(data: LMData, data_dir: str | None, tokenizer: AnyTokenizer |
 def train_windows(tokens: Tensor | np.ndarray, data: LMData):
     """``train_data(epoch)`` for the Trainer: an endless stream of ``(x, y)`` windows drawn by
     a fresh :class:`LMDataset` seeded by ``(seed, epoch)`` (and the rank, whose own part of
-    the stream it reads under torchrun), so a resumed run replays it."""
+    the stream it reads under torchrun), so a resumed run replays it. Each batch is read from
+    the (memory-mapped) tokens by a thread while the step before it runs: one at a time, in
+    order, so the draws are those of a plain loop."""
     rank, world = get_rank(), get_world_size()
 
     def epoch_batches(epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
         seed = data.seed * 1_000_003 + epoch + rank * 7_919_000_003
         windows = LMDataset(tokens, data.block_size, seed=seed, part=(rank, world))
-        while True:
-            yield windows.get_batch(data.batch_size)  # (B, n), (B, n)
+        with ThreadPoolExecutor(1) as reader:  # the next batch is read while a step runs
+            ahead = reader.submit(windows.get_batch, data.batch_size)
+            while True:
+                batch, ahead = ahead.result(), reader.submit(windows.get_batch, data.batch_size)
+                yield batch  # (B, n), (B, n)
 
     return epoch_batches
 
