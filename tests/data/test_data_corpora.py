@@ -103,14 +103,15 @@ def test_read_parallel_one_side_empty_names_file_and_line(tmp_path, empty_side):
     src = write(tmp_path / "s.txt", holed if empty_side == "src" else full)
     tgt = write(tmp_path / "t.txt", holed if empty_side == "tgt" else full)
     bad = src if empty_side == "src" else tgt
-    with pytest.raises(ValueError, match=rf"{bad.name}:3: empty line"):
+    side = "source" if bad is src else "target"
+    with pytest.raises(ValueError, match=rf"s\.txt:3 / .*t\.txt:3: the {side} side is empty"):
         read_parallel(src, tgt)
 
 
 def test_read_parallel_length_mismatch_names_file_and_line(tmp_path):
     src = write(tmp_path / "s.txt", ["a", "b", "c", "d"])
     tgt = write(tmp_path / "t.txt", ["a", "b"])
-    with pytest.raises(ValueError, match=r"has 4 lines but .*t\.txt has 2: line 3 of .*s\.txt"):
+    with pytest.raises(ValueError, match=r"s\.txt and .*t\.txt differ in length: line 3 of .*s\.txt has no"):
         read_parallel(src, tgt)
 
 
@@ -121,7 +122,8 @@ def test_read_tsv(tmp_path):
 
 @pytest.mark.parametrize(
     ("line", "message"),
-    [("no tab here", "expected 2 tab-separated fields"), ("a\tb\tc", "got 3"), ("a\t ", "target")],
+    [("no tab here", r"expected source<TAB>target \(exactly one tab\), got 1 field"),
+     ("a\tb\tc", "got 3 fields"), ("a\t ", "target")],
 )
 def test_read_tsv_errors_name_file_and_line(tmp_path, line, message):
     path = write(tmp_path / "p.tsv", ["x\ty", line])

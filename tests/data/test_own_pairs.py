@@ -48,7 +48,7 @@ def test_broken_parallel_files_are_named_with_the_line(tmp_path, write, problem)
 
 def test_bad_tsv_and_jsonl_lines_are_named(tmp_path):
     (tmp_path / "p.tsv").write_text("a\tb\nonly one field\n")
-    with pytest.raises(ValueError, match=r"p\.tsv:2: expected 2 tab-separated fields"):
+    with pytest.raises(ValueError, match=r"p\.tsv:2: expected source<TAB>target \(exactly one tab\)"):
         list(read_pairs([tmp_path / "p.tsv"], "de", "en"))
     (tmp_path / "p.jsonl").write_text('{"translation": {"de": "a", "en": "b"}}\n'
                                       '{"translation": {"de": "c"}}\n')
@@ -86,7 +86,7 @@ def test_named_validation_pairs_found_in_training_are_counted(tmp_path):
     corpus = prepare_pairs(sources, vocab_size=300, joint=True, tokenizers=None, cache=tmp_path / "cache",
                            progress=False)
     assert corpus.meta["overlap"] == {"val": 1, "test": 1}
-    assert "note: 1 training pairs have the source sentence of a val pair" in corpus.notes()
+    assert "note: 1 training pair has the source sentence of a val pair" in corpus.notes()
 
 
 def test_the_multi30k_preset_and_its_files_read_as_your_own_give_the_same_batches(tmp_path):

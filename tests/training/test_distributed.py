@@ -2,10 +2,6 @@
 give the gradients and the trained weights of one process on the same global batch."""
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +9,7 @@ import torch
 
 from attnlab.training import TrainConfig, Trainer, lambda_lr, list_checkpoints, noam
 from attnlab.training import distributed as dist
+from ranks import run_ranks
 from repo_paths import TESTS
 from training_toys import (  # noqa: F401 (one_thread is an autouse fixture)
     PAD,
@@ -75,50 +72,14 @@ def _worker(out_dir: str) -> None:
         dist.cleanup()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def two_process_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
-    port = _free_port()
     code = (
         f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(Path(__file__).resolve().parent)!r}]; "
         f"import test_distributed as t; t._worker({str(out)!r})"
     )
-    procs = []
-    for rank in range(WORLD):
-        env = {
-            **os.environ,
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(WORLD),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "OMP_NUM_THREADS": "1",
-        }
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-c", code],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-        )
-    logs = []
-    for p in procs:
-        try:
-            logs.append(p.communicate(timeout=180)[0])
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail("the 2-process DDP run did not finish within 180 s")
-    for p, log in zip(procs, logs, strict=True):
-        assert p.returncode == 0, log
+    run_ranks(code, WORLD, timeout=180, what="the 2-process DDP run")
     return out
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from attnlab.data import LMDataset
+from ranks import run_ranks
 from repo_paths import SHARED_DATA, TESTS
 
 WORLD = 2
@@ -185,44 +184,15 @@ def _worker(out_dir: str, argv: list[str]) -> int:
     return code
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(out: Path, *argv: str, timeout: float = 150) -> Path:
     """``attnlab train ARGV`` in WORLD processes with torchrun's environment; each rank's
     records go to ``out``."""
     out.mkdir(parents=True)
-    port = _free_port()
     code = (
         f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(Path(__file__).resolve().parent)!r}]; "
         f"import test_distributed_own_data as t; sys.exit(t._worker({str(out)!r}, {list(argv)!r}))"
     )
-    procs = []
-    for rank in range(WORLD):
-        env = {
-            **os.environ,
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(WORLD),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "OMP_NUM_THREADS": "1",
-        }
-        procs.append(subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
-    logs = []
-    for p in procs:
-        try:
-            logs.append(p.communicate(timeout=timeout)[0])
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            pytest.fail(f"the {WORLD}-process run {' '.join(argv)} did not finish within {timeout} s")
-    for rank, (p, log) in enumerate(zip(procs, logs, strict=True)):
-        assert p.returncode == 0, f"rank {rank}:\n{log}"
+    logs = run_ranks(code, WORLD, timeout=timeout, what=f"the {WORLD}-process run {' '.join(argv)}")
     (out / "log.txt").write_text("\n".join(logs))
     return out
 

@@ -18,9 +18,10 @@ from attnlab.data.batching import (
     collate,
     token_batches,
 )
-from attnlab.data.corpora import data_dir, load_tinyshakespeare, read_lines, read_parallel, read_tsv
+from attnlab.data.corpora import data_dir, load_tinyshakespeare, read_lines
 from attnlab.data.download import ChecksumError, download, file_sha256
 from attnlab.data.multi30k import LANGUAGES, SPLITS, load_multi30k, multi30k_file
+from attnlab.data.sources import read_pairs, read_parallel, read_tsv
 from attnlab.data.tokenizers import (
     SPECIAL_TOKENS,
     CharTokenizer,
@@ -54,6 +55,7 @@ __all__ = [
     "load_tokenizers",
     "multi30k_file",
     "read_lines",
+    "read_pairs",
     "read_parallel",
     "read_tsv",
     "save_tokenizers",

@@ -205,56 +205,6 @@ def read_lines(path: PathLike) -> list[str]:
     return [text.rstrip() for _, text in numbered_lines(path)]
 
 
-def read_parallel(src_path: PathLike, tgt_path: PathLike) -> list[tuple[str, str]]:
-    """Read two line-aligned files into ``(source, target)`` pairs.
-
-    Raises:
-        ValueError: the files differ in line count (naming the first line without a
-            counterpart), or one side of a line is empty.
-    """
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        longer, shorter = (src_path, tgt_path) if len(src) > len(tgt) else (tgt_path, src_path)
-        n = min(len(src), len(tgt))
-        raise ValueError(
-            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}: "
-            f"line {n + 1} of {longer} has no counterpart in {shorter}"
-        )
-    pairs = []
-    for number, (s, t) in enumerate(zip(src, tgt, strict=True), start=1):
-        if not s and not t:
-            continue
-        if not s or not t:
-            empty, other = (src_path, tgt_path) if not s else (tgt_path, src_path)
-            raise ValueError(f"{empty}:{number}: empty line, but line {number} of {other} is not")
-        pairs.append((s, t))
-    return pairs
-
-
-def read_tsv(path: PathLike) -> list[tuple[str, str]]:
-    """Read ``source<TAB>target`` lines into pairs (fields stripped; blank lines skipped).
-
-    Raises:
-        ValueError: a line without exactly one tab, or with one side empty.
-    """
-    pairs = []
-    for number, text in numbered_lines(path):
-        if not text.strip():
-            continue
-        fields = [field.strip() for field in text.split("\t")]
-        if len(fields) != 2:
-            raise ValueError(
-                f"{path}:{number}: expected 2 tab-separated fields (source, target), "
-                f"got {len(fields)}"
-            )
-        s, t = fields
-        if not s or not t:
-            side = "source" if not s else "target"
-            raise ValueError(f"{path}:{number}: the {side} side is empty")
-        pairs.append((s, t))
-    return pairs
-
-
 def load_tinyshakespeare(
     data_dir: PathLike | None = None, download: bool = False, *, base_url: str | None = None
 ) -> str:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from attnlab.data.corpora import PathLike, ensure_file, read_parallel
+from attnlab.data.corpora import PathLike, ensure_file
 from attnlab.data.corpora import data_dir as _resolve_data_dir
+from attnlab.data.sources import read_parallel
 from attnlab.validation import check_choice
 
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"

@@ -28,6 +28,7 @@ from attnlab.data.prepared import Rows, TokenWriter, build_once, content_key, fi
 from attnlab.data.sources import read_pairs
 from attnlab.data.tokenizers import AnyTokenizer, load_tokenizers, save_tokenizers, train_bpe
 from attnlab.training.progress import progress_bar
+from attnlab.validation import counted
 
 Pair = tuple[str, str]
 BLOCK_PAIRS = 20_000  # pairs encoded at once
@@ -117,7 +118,8 @@ class PreparedPairs:
                  f"{m['tokens']['src']:,} source / {m['tokens']['tgt']:,} target tokens ({m['dtype']})"]
         for split, n in m["overlap"].items():
             if n:
-                lines.append(f"note: {n:,} training pairs have the source sentence of a {split} pair")
+                pairs = f"{counted(n, 'training pair')} {'has' if n == 1 else 'have'}"
+                lines.append(f"note: {pairs} the source sentence of a {split} pair")
         return lines + ([Replaced.describe(m["replaced"])] if m["replaced"] else [])
 
 

@@ -33,6 +33,7 @@ from typing import Any
 from attnlab.data.corpora import Replaced, numbered_lines
 from attnlab.data.hf_datasets import TABLE_SUFFIXES, is_saved_dataset, table_records
 from attnlab.data.prepared import cache_dir
+from attnlab.validation import counted
 
 PathSpec = str | Sequence[str]
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -233,15 +234,24 @@ def _aligned(src: Path, tgt: Path, *, errors: str,
         yield f"{src}:{a[0]} / {tgt}:{b[0]}", a[1], b[1]
 
 
-def _tsv_pairs(path: Path, errors: str, replaced: Replaced | None) -> Iterator[tuple[str, str, str]]:
+def tsv_fields(
+    path: Path, names: tuple[str, str], *, errors: str = "strict", replaced: Replaced | None = None
+) -> Iterator[tuple[int, str, str]]:
+    """``(line number, first, second)`` of each non-blank ``first<TAB>second`` line; a line
+    without exactly one tab is refused naming the file, the line and ``names``."""
     for number, text in numbered_lines(path, errors=errors, replaced=replaced):
         if not text.strip():
             continue
         fields = text.rstrip("\r").split("\t")
         if len(fields) != 2:
-            raise ValueError(f"{path}:{number}: expected 2 tab-separated fields (source, target), "
-                             f"got {len(fields)}")
-        yield f"{path}:{number}", fields[0], fields[1]
+            raise ValueError(f"{path}:{number}: expected {names[0]}<TAB>{names[1]} (exactly one tab), "
+                             f"got {counted(len(fields), 'field')}")
+        yield number, fields[0], fields[1]
+
+
+def _tsv_pairs(path: Path, errors: str, replaced: Replaced | None) -> Iterator[tuple[str, str, str]]:
+    for number, source, target in tsv_fields(path, ("source", "target"), errors=errors, replaced=replaced):
+        yield f"{path}:{number}", source, target
 
 
 def _record_pairs(path: Path, src_lang: str, tgt_lang: str, errors: str,
@@ -250,3 +260,13 @@ def _record_pairs(path: Path, src_lang: str, tgt_lang: str, errors: str,
         prefix = "translation." if "translation" in record else ""  # Hugging Face's shape, or flat
         sides = [text_field(record, prefix + lang, path, number) for lang in (src_lang, tgt_lang)]
         yield f"{path}:{number}", sides[0], sides[1]
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str, str]]:
+    """All pairs of two line-aligned files (:func:`read_pairs`)."""
+    return list(read_pairs([Path(src_path), Path(tgt_path)], "", ""))
+
+
+def read_tsv(path: str | Path) -> list[tuple[str, str]]:
+    """All pairs of a ``source<TAB>target`` file (:func:`read_pairs`)."""
+    return list(read_pairs([Path(path)], "", ""))

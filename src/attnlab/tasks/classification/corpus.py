@@ -26,8 +26,16 @@ from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 from attnlab.data.classification import Example, TextClassificationData, fit_to_vocab
-from attnlab.data.corpora import numbered_lines
-from attnlab.data.sources import PathSpec, check_not_empty, expand, field, is_records, records, text_field
+from attnlab.data.sources import (
+    PathSpec,
+    check_not_empty,
+    expand,
+    field,
+    is_records,
+    records,
+    text_field,
+    tsv_fields,
+)
 from attnlab.validation import counted
 
 Row = tuple[str, str, str]  # (text, label, "file:line")
@@ -51,14 +59,8 @@ def read_rows(spec: PathSpec, what: str, *, text_name: str = "text", label_name:
 
 
 def _tsv_rows(path: Path) -> Iterator[Row]:
-    for number, line in numbered_lines(path):
-        if not line.strip():
-            continue
-        fields = line.rstrip("\r").split("\t")
-        if len(fields) != 2:
-            raise ValueError(f"{path}:{number}: expected text<TAB>label (exactly one tab), got "
-                             f"{counted(len(fields), 'field')}")
-        yield _row(fields[0], fields[1], path, number)
+    for number, text, label in tsv_fields(path, ("text", "label")):
+        yield _row(text, label, path, number)
 
 
 def _json_rows(path: Path, text_name: str, label_name: str) -> Iterator[Row]:
