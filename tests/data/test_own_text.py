@@ -54,9 +54,13 @@ def test_documents_are_joined_by_eos_and_the_split_is_the_tail_of_the_characters
 
 def test_jsonl_records_are_documents_and_a_missing_field_names_the_line(tmp_path):
     good = tmp_path / "notes.jsonl"
-    good.write_text(json.dumps({"body": "one two"}) + "\n\n" + json.dumps({"body": "three"}) + "\n")
+    records = [{"body": "one two"}, {"body": ""}, {"body": "three"}]
+    good.write_text("\n".join(json.dumps(r) for r in records[:2]) + "\n\n" + json.dumps(records[2]) + "\n")
     corpus = _prepare(tmp_path, good, text_field="body", train_fraction=0.5)
-    assert corpus.meta["documents"] == 2
+    assert corpus.meta["documents"] == 3  # the empty one too, which adds no <eos>
+    tok = corpus.tokenizer
+    stream = [*corpus.tokens("train"), *corpus.tokens("val")]
+    assert stream == [*tok.encode("one two"), tok.eos_id, *tok.encode("three")]
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"body": "x"}) + "\n" + json.dumps({"text": "y"}) + "\n")
     with pytest.raises(ValueError, match=rf"{bad}:2: no field 'body' \(the record has: text\)"):
@@ -180,7 +184,7 @@ def test_ids_are_uint16_where_the_vocabulary_fits_else_uint32():
 def test_a_consumer_that_stops_early_frees_the_reading_thread(tmp_path):
     from attnlab.data.text_corpus import _ReadAhead
 
-    (tmp_path / "t.txt").write_text(SHAKESPEARE * 3)  # more pieces (64 KB blocks) than the queue holds
+    (tmp_path / "t.txt").write_text(SHAKESPEARE * 6)  # more pieces (64 KB blocks) than the queue holds
     sources = TextSources((tmp_path / "t.txt",))
     val = np.zeros(0, np.int64)
     reader = _ReadAhead(sources, 10**9, val, np.zeros(0, bool))

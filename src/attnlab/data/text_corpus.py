@@ -51,7 +51,8 @@ from attnlab.validation import counted
 
 __all__ = ["PreparedText", "TextSources", "prepare_text"]
 
-BATCH_PIECES = 8  # pieces a batch of encode_batch: enough to keep every core busy
+BATCH_CHARS = 8 << 20  # characters encoded at once: enough to keep every core busy
+BATCH_PIECES = 4096  # and at most this many pieces (short documents: JSON lines)
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,8 @@ def _routed(sources: TextSources, train_chars: int) -> Iterator[tuple[str, str]]
     for files in (sources.train, sources.val):
         for document in sources.documents(files):
             for piece in document:
+                if not piece:
+                    continue  # an empty record: no text (an empty piece marks a document's end)
                 if files is sources.val:
                     yield piece, "val"
                     continue
@@ -195,14 +198,16 @@ def _encode(sources: TextSources, tokenizer: AnyTokenizer, train_chars: int, out
     writers = {s: _Writer(out, s, dtype) for s in ("train", "val")}
     val = validation_hashes(sources, train_chars)
     found = np.zeros(len(val), bool)
-    documents, pending = 0, []
+    documents, pending, size = 0, [], 0
     bar = progress_bar(total, unit="char", enabled=progress, desc="tokenizing", leave=False)
     with _ReadAhead(sources, train_chars, val, found) as pieces:
         for piece, split in pieces:
             documents += not piece
             pending.append((piece, split))
-            if len(pending) >= BATCH_PIECES:
+            size += len(piece)
+            if size >= BATCH_CHARS or len(pending) >= BATCH_PIECES:
                 bar.update(_flush(pending, tokenizer, writers))
+                size = 0
     bar.update(_flush(pending, tokenizer, writers))
     bar.close()
     counts = {s: w.close() for s, w in writers.items()}
@@ -216,7 +221,7 @@ class _ReadAhead:
 
     def __init__(self, sources: TextSources, train_chars: int, val: np.ndarray, found: np.ndarray) -> None:
         self.args, self.val, self.found = (sources, train_chars), val, found
-        self.queue: Queue = Queue(maxsize=4 * BATCH_PIECES)
+        self.queue: Queue = Queue(maxsize=64)  # pieces of a megabyte at most, or documents
         self.stop = Event()
         self.thread = Thread(target=self._read, daemon=True)
 
