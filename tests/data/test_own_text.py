@@ -188,7 +188,11 @@ def test_a_consumer_that_stops_early_frees_the_reading_thread(tmp_path):
     sources = TextSources((tmp_path / "t.txt",))
     val = np.zeros(0, np.int64)
     reader = _ReadAhead(sources, 10**9, val, np.zeros(0, bool))
+    read = []
+    monkey = reader._put
+    reader._put = lambda item: (read.append(item), monkey(item))
     with pytest.raises(KeyboardInterrupt), reader as pieces:
         next(pieces)
         raise KeyboardInterrupt  # Ctrl-C while encoding
     assert not reader.thread.is_alive()
+    assert len(read) < 80  # it stopped reading: the file has about 100 pieces

@@ -228,6 +228,8 @@ class _ReadAhead:
     def _read(self) -> None:
         try:
             for piece, split in _routed(*self.args):
+                if self.stop.is_set():
+                    return  # the consumer is gone: read no further
                 if split == "train" and piece and len(self.val):
                     hashes = _line_hashes(piece)
                     at = np.minimum(np.searchsorted(self.val, hashes), len(self.val) - 1)
