@@ -22,7 +22,7 @@ SRC = ROOT / "src" / "attnlab"
 FLOORS = [
     ("attnlab", "attnlab.validation", "attnlab.runtime", "attnlab.devices",
      "attnlab.evaluation", "attnlab.atomic", "attnlab.signals", "attnlab.measure",
-     "attnlab.memory", "attnlab.parsing", "attnlab.allocator"),
+     "attnlab.memory", "attnlab.parsing", "attnlab.allocator", "attnlab.progress"),
     ("attnlab.attention", "attnlab.checkpoint", "attnlab.visualize", "attnlab.config"),
     ("attnlab.modules", "attnlab.data"),
     ("attnlab.models", "attnlab.generation", "attnlab.training"),
@@ -97,7 +97,7 @@ WINGS = {
     "foundation": ("attnlab", "attnlab.validation", "attnlab.runtime", "attnlab.devices",
                    "attnlab.evaluation", "attnlab.atomic", "attnlab.signals", "attnlab.measure",
                    "attnlab.memory", "attnlab.parsing", "attnlab.config", "attnlab.checkpoint",
-                   "attnlab.visualize", "attnlab.allocator"),
+                   "attnlab.visualize", "attnlab.allocator", "attnlab.progress"),
     "lecture core": ("attnlab.attention", "attnlab.modules", "attnlab.models", "attnlab.interop",
                      "attnlab.analysis"),
     "engine": ("attnlab.training", "attnlab.generation", "attnlab.data"),

@@ -27,7 +27,7 @@ from attnlab.data.corpora import Replaced
 from attnlab.data.prepared import Rows, TokenWriter, build_once, content_key, fingerprint, token_dtype
 from attnlab.data.sources import read_pairs
 from attnlab.data.tokenizers import AnyTokenizer, load_tokenizers, save_tokenizers, train_bpe
-from attnlab.training.progress import progress_bar
+from attnlab.progress import progress_bar
 from attnlab.validation import counted
 
 Pair = tuple[str, str]

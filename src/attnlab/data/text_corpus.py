@@ -46,7 +46,7 @@ from attnlab.data.tokenizers import (
     WordTokenizer,
     load_tokenizer,
 )
-from attnlab.training.progress import progress_bar
+from attnlab.progress import progress_bar
 from attnlab.validation import counted
 
 __all__ = ["PreparedText", "TextSources", "prepare_text"]

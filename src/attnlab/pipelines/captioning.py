@@ -21,7 +21,7 @@ from attnlab.generation.state import inference
 from attnlab.models import task_models
 from attnlab.pipelines.base import DecodingPipeline
 from attnlab.pipelines.decoding import DecodeConfig, search
-from attnlab.training.progress import progress_bar
+from attnlab.progress import progress_bar
 
 __all__ = ["CaptionMaps", "CaptioningPipeline"]
 

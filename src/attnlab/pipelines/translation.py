@@ -21,7 +21,7 @@ from attnlab.generation.state import BeforeStep, inference
 from attnlab.models.base import draws_attention, task_models
 from attnlab.pipelines.base import DecodingPipeline
 from attnlab.pipelines.decoding import DecodeConfig, search
-from attnlab.training.progress import progress_bar
+from attnlab.progress import progress_bar
 from attnlab.validation import indefinite
 
 __all__ = ["Alignment", "TranslationPipeline"]

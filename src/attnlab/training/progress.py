@@ -1,8 +1,8 @@
 """The training progress bar: step count, loss, lr, tokens/s, and an ETA that knows the budget.
 
-Every bar attnlab shows is :func:`progress_bar`: tqdm on stderr, as wide as the terminal,
-switched by the recipe's ``train.progress`` (training, and decoding a test set after training
-or in ``attnlab evaluate``, where the checkpoint's recipe decides).
+Every bar attnlab shows is :func:`attnlab.progress.progress_bar`, switched by the recipe's
+``train.progress`` (training, decoding a test set after training or in ``attnlab evaluate``,
+where the checkpoint's recipe decides, and preparing a corpus).
 
 A run ends at ``max_steps``, after ``max_epochs`` epochs, or when ``max_time_s`` runs out,
 whichever comes first. The bar's total is the first two (:func:`planned_steps`); with a time
@@ -16,18 +16,10 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from tqdm.auto import tqdm
-
+from attnlab.progress import progress_bar
 from attnlab.training.config import TrainConfig
 
-__all__ = ["TrainingProgress", "planned_steps", "progress_bar", "steps_within_budget"]
-
-
-def progress_bar(total: int | None, *, unit: str, enabled: bool, initial: int = 0,
-                 desc: str | None = None, leave: bool = True) -> tqdm:
-    """attnlab's progress bar over ``total`` ``unit``s (shown only when ``enabled``)."""
-    return tqdm(total=total, initial=initial, unit=unit, desc=desc, leave=leave, dynamic_ncols=True,
-                disable=not enabled)
+__all__ = ["TrainingProgress", "planned_steps", "steps_within_budget"]
 
 
 def planned_steps(config: TrainConfig, train_data: Iterable | Any) -> int | None:
