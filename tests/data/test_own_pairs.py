@@ -111,3 +111,13 @@ def test_the_multi30k_preset_and_its_files_read_as_your_own_give_the_same_batche
     assert batches[0] == batches[1]
     one, other = (d.collate([d[i] for i in batches[0][0]]) for d in (before, after))
     assert all(np.array_equal(getattr(one, f), getattr(other, f)) for f in ("src", "tgt_in", "tgt_out"))
+
+
+def test_a_corpus_that_leaves_no_training_pair_is_refused(tmp_path):
+    held = next(s for s in (f"Satz {i}" for i in range(100)) if held_out_side(s, 0.45, 0.45) != "train")
+    (tmp_path / "one.tsv").write_text(f"{held}\tsentence\n")
+    sources = PairSources((tmp_path / "one.tsv",), "de", "en", held_out=0.45)
+    with pytest.raises(ValueError, match=r"one\.tsv: no training pairs \(after holding out"):
+        prepare_pairs(sources, vocab_size=300, joint=True, tokenizers=None, cache=tmp_path / "c",
+                      progress=False)
+    assert not [p for p in (tmp_path / "c").iterdir() if p.is_dir()]  # nothing half-made left
