@@ -148,3 +148,20 @@ def test_a_tiny_captioner_overfits_eight_scenes():
     model.eval()
     captioner = CaptioningPipeline(model, tok)
     assert captioner.caption(data.images, captioner.settings(beam_size=1)) == texts
+
+
+@requires_mnist
+def test_the_scenes_preset_and_its_folder_named_as_your_own_give_the_same_batches(tmp_path):
+    """The MNIST scenes preset is a folder of images + captions.txt read by the folder reader:
+    naming that folder as a user's (``data.source = "folder"``) gives the same tokenizer and
+    the same training batches."""
+    preset = CaptioningTask(CaptionRecipe.from_dict(recipe(**CAPTION_SCENES)), tmp_path / "preset")
+    preset.prepare(None)
+    folder = recipe(source="folder", folder=str(tmp_path / "preset" / "data"), channels=1, size=64)
+    own = CaptioningTask(CaptionRecipe.from_dict(folder), tmp_path / "own")
+    own.prepare(None)
+    assert own.tok.to_json() == preset.tok.to_json()
+    batches = list(zip(preset.train_data()(3), own.train_data()(3), strict=True))
+    assert len(batches) == 48 // 8
+    for a, b in batches:
+        assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
