@@ -167,3 +167,16 @@ def test_the_translator_takes_a_tokenizer_json_of_another_project(tmp_path, caps
     assert main(["train", "--config", config, "--run-dir", str(run), *tiny, *data]) == 0
     config = json.loads((run / "final" / "config.json").read_text())
     assert config["pad_id"] == 13 and config["src_vocab_size"] == 17  # 13 words and [UNK], then the specials
+
+
+def test_the_bpe_preset_learns_and_encodes_as_before_the_token_files(tmp_path):
+    """shakespeare_bpe's tokenizer and streams as the whole-text code made them: BPE learned on
+    the first 90 % of the characters, line by line; each split encoded as one text."""
+    from attnlab.data import Tokenizer, load_tinyshakespeare
+    from attnlab.tasks.language_model import split_text
+
+    task = _lm_task(tmp_path, "bpe", "data.tokenizer=bpe", "data.vocab_size=600")
+    train_text, val_text = split_text(load_tinyshakespeare(), 0.9)
+    before = Tokenizer.train(train_text.splitlines(keepends=True), 600)
+    assert task.tokenizer.to_json() == before.to_json()
+    assert list(task.train_ids) == before.encode(train_text) and list(task.val_ids) == before.encode(val_text)

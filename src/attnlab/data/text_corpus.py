@@ -130,19 +130,23 @@ class PreparedText:
 
 
 # ----------------------------------------------------------------------------- pass 1: count
-def count_characters(sources: TextSources, *, want_chars: bool) -> tuple[array, np.ndarray | None]:
+def count_characters(sources: TextSources, *, want_chars: bool,
+                     progress: bool = False) -> tuple[array, np.ndarray | None]:
     """The characters of each training document (and, with ``want_chars``, which code points
     occur anywhere, validation files included)."""
     lengths, seen = array("q"), np.zeros(UNICODE_SIZE, bool) if want_chars else None
+    bar = progress_bar(None, unit="char", enabled=progress, desc="reading", leave=False)
     for files in (sources.train, sources.val):
         for document in sources.documents(files):
             n = 0
             for piece in document:
                 n += len(piece)
+                bar.update(len(piece))
                 if seen is not None:
                     seen[np.frombuffer(piece.encode("utf-32-le"), np.uint32)] = True
             if files is sources.train:
                 lengths.append(n)
+    bar.close()
     if sum(lengths) == 0:
         raise ValueError(f"the training text ({', '.join(map(str, sources.train[:3]))}) is empty")
     return lengths, seen
@@ -156,15 +160,20 @@ def split_point(sources: TextSources, lengths: array) -> int:
 
 # ----------------------------------------------------------------------------- pass 2: learn
 def learn_tokenizer(kind: str, vocab_size: int, sources: TextSources, train_chars: int,
-                    seen: np.ndarray | None) -> AnyTokenizer:
+                    seen: np.ndarray | None, *, progress: bool = False) -> AnyTokenizer:
     """Characters of the whole text (as nanoGPT), or BPE / words learned on the training part."""
     if kind == "char":
         return CharTokenizer(chr(c) for c in np.flatnonzero(seen))
-    routed = _routed(sources, train_chars)
-    lines = (piece.splitlines(keepends=True) for piece, split in routed if split == "train")
-    if kind == "word":
-        return WordTokenizer.train(lines)
-    return Tokenizer.train(lines, vocab_size)
+    bar = progress_bar(train_chars, unit="char", enabled=progress, desc=f"learning {kind}", leave=False)
+
+    def lines() -> Iterator[list[str]]:
+        for piece, split in _routed(sources, train_chars):
+            if split == "train":
+                bar.update(len(piece))
+                yield piece.splitlines(keepends=True)
+
+    with bar:
+        return WordTokenizer.train(lines()) if kind == "word" else Tokenizer.train(lines(), vocab_size)
 
 
 def _routed(sources: TextSources, train_chars: int) -> Iterator[tuple[str, str]]:
@@ -322,9 +331,10 @@ def prepare_text(
     key = content_key("text", files, split, learned)
 
     def build(tmp: Path) -> dict[str, Any]:
-        lengths, seen = count_characters(sources, want_chars=tokenizer is None and kind == "char")
+        lengths, seen = count_characters(sources, want_chars=tokenizer is None and kind == "char",
+                                         progress=progress)
         train_chars = split_point(sources, lengths)
-        tok = tokenizer or learn_tokenizer(kind, vocab_size, sources, train_chars, seen)
+        tok = tokenizer or learn_tokenizer(kind, vocab_size, sources, train_chars, seen, progress=progress)
         tok.save(tmp)
         encoded = _encode(sources, tok, train_chars, tmp, sum(lengths), progress)
         return {"sources": files, "split": split, "train_chars": train_chars, **encoded,
