@@ -64,6 +64,18 @@ def check_choice(name: str, value: object, choices: Sequence[object]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}")
 
 
+def check_kv_heads(num_heads: int, num_kv_heads: int | None) -> int:
+    """The key/value heads: ``num_kv_heads`` (positive, dividing ``num_heads``), or ``num_heads``
+    when it is ``None``."""
+    if num_kv_heads is None:
+        return num_heads
+    check_positive("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads != 0:
+        raise ValueError(f"num_kv_heads must divide num_heads, got num_heads={num_heads} and "
+                         f"num_kv_heads={num_kv_heads}")
+    return num_kv_heads
+
+
 def check_heads(d_model: int, num_heads: int) -> None:
     """``num_heads`` positive and dividing ``d_model`` (each head has ``d_model / num_heads``)."""
     check_positive("d_model", d_model)

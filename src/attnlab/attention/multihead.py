@@ -21,6 +21,7 @@ from attnlab.attention.masks import as_attention_mask
 from attnlab.validation import (
     check_floating,
     check_heads,
+    check_kv_heads,
     check_positive,
     check_probability,
     check_rank,
@@ -142,6 +143,9 @@ class MultiHeadAttention(nn.Module):
             attention dropout disables PyTorch's fused kernel; see docs).
         rotary: optional rotary position embedding applied to the per-head queries and keys,
             called as ``rotary(q, k, offset)``.
+        num_kv_heads: ``H_kv`` key/value heads shared by groups of ``H / H_kv`` query heads
+            (grouped-query attention, Ainslie et al. 2023; 1 = multi-query, Shazeer 2019;
+            default ``H``: every head its own). A cache holds only the ``H_kv`` shared heads.
 
     Call ``mha(x)`` for self-attention or ``mha(x, memory)`` for cross-attention, with
     ``x`` ``(B, n_q, d_model)`` and ``memory`` ``(B, n_k, kdim)``. Returns ``(B, n_q, d_model)``,
@@ -158,11 +162,14 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         dropout: float = 0.0,
         rotary: nn.Module | None = None,
+        num_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
         check_heads(d_model, num_heads)
         check_probability("dropout", dropout)
         self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        self.num_kv_heads = check_kv_heads(num_heads, num_kv_heads)
+        self.kv_dim = self.num_kv_heads * self.head_dim  # the width of the shared keys and values
         for name, dim in (("kdim", kdim), ("vdim", vdim)):
             if dim is not None:
                 check_positive(name, dim)
@@ -171,23 +178,27 @@ class MultiHeadAttention(nn.Module):
         self.dropout = dropout
         self.rotary = rotary
         self.packed = self.kdim == d_model and self.vdim == d_model
-        if self.packed:  # one (3d, d) matrix: a single matmul for self-attention
-            self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        if self.packed:  # one (d + 2 d_kv, d) matrix: a single matmul for self-attention
+            self.in_proj = nn.Linear(d_model, d_model + 2 * self.kv_dim, bias=bias)
         else:
             self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.k_proj = nn.Linear(self.kdim, d_model, bias=bias)
-            self.v_proj = nn.Linear(self.vdim, d_model, bias=bias)
+            self.k_proj = nn.Linear(self.kdim, self.kv_dim, bias=bias)
+            self.v_proj = nn.Linear(self.vdim, self.kv_dim, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
-    def _split_heads(self, t: Tensor) -> Tensor:
+    def _split_heads(self, t: Tensor, heads: int | None = None) -> Tensor:
         b, n, _ = t.shape
-        return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, n, d_h)
+        return t.view(b, n, heads or self.num_heads, self.head_dim).transpose(1, 2)  # (B, heads, n, d_h)
+
+    def _kv_heads(self, t: Tensor) -> Tensor:
+        return self._split_heads(t, self.num_kv_heads)  # (B, H_kv, n, d_h)
 
     def _linear(self, which: str, t: Tensor) -> Tensor:
         """Apply the ``which`` ∈ {q, k, v} projection (a slice of ``in_proj`` when packed)."""
         if not self.packed:
             return getattr(self, f"{which}_proj")(t)
-        rows = slice("qkv".index(which) * self.d_model, ("qkv".index(which) + 1) * self.d_model)
+        start = {"q": 0, "k": self.d_model, "v": self.d_model + self.kv_dim}[which]
+        rows = slice(start, start + (self.d_model if which == "q" else self.kv_dim))
         b = self.in_proj.bias
         return F.linear(t, self.in_proj.weight[rows], None if b is None else b[rows])
 
@@ -202,7 +213,8 @@ class MultiHeadAttention(nn.Module):
             return q, None, None
         if self.packed and value is None:  # k and v from the same memory: one matmul
             b = self.in_proj.bias
-            k, v = F.linear(memory, self.in_proj.weight[d:], None if b is None else b[d:]).split(d, dim=-1)
+            kv = F.linear(memory, self.in_proj.weight[d:], None if b is None else b[d:])  # (B, n_k, 2 d_kv)
+            k, v = kv.split(self.kv_dim, dim=-1)
             return q, k, v
         return q, self._linear("k", memory), self._linear("v", memory if value is None else value)
 
@@ -235,15 +247,18 @@ class MultiHeadAttention(nn.Module):
         cross = memory is not None
         if cross and cache is not None and cache.static and len(cache) > 0:
             memory = _CACHED  # cross-attention keys/values were computed at the first step
-        if memory is None:  # self-attention (always packed): one matmul, one view
+        if memory is None and self.num_kv_heads == self.num_heads:  # self-attention: one matmul, one view
             b, n, _ = x.shape
             qkv = self.in_proj(x).view(b, n, 3, self.num_heads, self.head_dim)  # (B, n, 3, H, d_h)
             q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, H, n, d_h)
+        elif memory is None:  # grouped: the queries' H heads, the keys' and values' H_kv
+            q, k, v = self.in_proj(x).split([self.d_model, self.kv_dim, self.kv_dim], dim=-1)
+            q, k, v = self._split_heads(q), self._kv_heads(k), self._kv_heads(v)  # (B, H | H_kv, n, d_h)
         else:
             q, k, v = self._project(x, memory, value)
             q = self._split_heads(q)  # (B, H, n_q, d_h)
             if k is not None:
-                k, v = self._split_heads(k), self._split_heads(v)  # (B, H, n_new, d_h)
+                k, v = self._kv_heads(k), self._kv_heads(v)  # (B, H_kv, n_new, d_h)
         offset = len(cache) if (cache is not None and not cross) else 0
         if self.rotary is not None and not cross:
             q, k = self.rotary(q, k, offset)
@@ -253,7 +268,10 @@ class MultiHeadAttention(nn.Module):
                     cache.fill(k, v)
                 k, v = cache.k, cache.v
             else:
-                k, v = cache.append(k, v)  # (B, H, n_k, d_h)
+                k, v = cache.append(k, v)  # (B, H_kv, n_k, d_h)
+        if self.num_kv_heads != self.num_heads:  # each shared head serves its group of queries
+            groups = self.num_heads // self.num_kv_heads
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # (B, H, n_k, d_h)
         out = scaled_dot_product_attention(
             q, k, v, mask,
             is_causal=is_causal and q.shape[-2] > 1,  # one query, the last: it sees every key

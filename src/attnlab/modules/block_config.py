@@ -8,6 +8,8 @@ residual connection, dropout and a norm. Its shape and behaviour are these few f
 ==================  ==========================================================================
 ``d_model``         width ``d`` of every token vector
 ``num_heads``       ``H``; must divide ``d_model`` (each head has ``d_h = d_model / H``)
+``num_kv_heads``    ``H_kv`` key/value heads of self-attention, shared by groups of ``H / H_kv``
+                    query heads (grouped-query attention; 1 = multi-query; ``None``: ``H``)
 ``d_ff``            hidden width of the feed-forward network (``None``: ``4 · d_model``)
 ``dropout``         residual dropout on each sub-layer's output (the paper's ``P_drop``)
 ``attn_dropout``    dropout on the attention weights (any > 0 disables PyTorch's fused CPU kernel)
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from attnlab.config import Config
 from attnlab.modules.feedforward import ACTIVATIONS
 from attnlab.modules.norms import NORMS
-from attnlab.validation import check_choice, check_heads, check_positive, check_probability
+from attnlab.validation import check_choice, check_heads, check_kv_heads, check_positive, check_probability
 
 
 @dataclass(kw_only=True)
@@ -41,6 +43,7 @@ class BlockConfig(Config):
 
     d_model: int = 512
     num_heads: int = 8
+    num_kv_heads: int | None = None
     d_ff: int | None = None
     dropout: float = 0.1
     attn_dropout: float = 0.0
@@ -57,6 +60,7 @@ class BlockConfig(Config):
     def check_block(self) -> None:
         """Raise ``ValueError`` naming the first field that cannot build a layer."""
         check_heads(self.d_model, self.num_heads)
+        check_kv_heads(self.num_heads, self.num_kv_heads)
         if self.d_ff is not None:
             check_positive("d_ff", self.d_ff)
         for name in ("dropout", "attn_dropout", "activation_dropout"):

@@ -69,7 +69,8 @@ class TransformerLayer(nn.Module):
         c = self.config = config.block
         self.d_model, self.num_heads, self.norm_first = c.d_model, c.num_heads, c.norm_first
         self.self_attn = MultiHeadAttention(
-            c.d_model, c.num_heads, bias=c.bias, dropout=c.attn_dropout, rotary=rotary
+            c.d_model, c.num_heads, bias=c.bias, dropout=c.attn_dropout, rotary=rotary,
+            num_kv_heads=c.num_kv_heads,
         )
         self.ffn = FeedForward(
             c.d_model, c.ffn_dim, activation=c.activation, dropout=c.activation_dropout, bias=c.bias
