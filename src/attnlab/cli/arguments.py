@@ -108,6 +108,14 @@ def evaluate_args(p: argparse.ArgumentParser) -> None:
     _device_arg(p)
 
 
+def export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint directory of a GPT")
+    p.add_argument("out", help="the folder to write (new, or replaced as a whole)")
+    p.add_argument("--format", choices=("hf",), default="hf",
+                   help="hf: a Hugging Face folder (config.json, model.safetensors, the tokenizer) "
+                        "that transformers loads")
+
+
 def generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("checkpoint", help="checkpoint directory of a GPT")
     p.add_argument("--prompt", default="\n", help="text to continue")

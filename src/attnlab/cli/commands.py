@@ -103,6 +103,24 @@ def evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def export(args: argparse.Namespace) -> int:
+    """``attnlab export CKPT --format hf OUT``: a GPT checkpoint as a Hugging Face GPT-2 folder
+    (``GPT2LMHeadModel`` and, for a BPE tokenizer, ``AutoTokenizer`` load it)."""
+    from attnlab.data.tokenizers import Tokenizer
+    from attnlab.interop.gpt2 import save_gpt2
+
+    LanguageModelPipeline.check_checkpoint(args.checkpoint, "export")
+    pipeline = LanguageModelPipeline.from_checkpoint(args.checkpoint)
+    if pipeline.model.model_type != "gpt":
+        raise ValueError(f"{args.checkpoint} holds an {pipeline.model.model_type}: only a GPT exports to "
+                         "Hugging Face's format so far")
+    bpe = isinstance(pipeline.tokenizer, Tokenizer)
+    out = save_gpt2(pipeline.model, args.out, tokenizer_json=pipeline.tokenizer.to_json() if bpe else None)
+    tokenizer = "and its tokenizer" if bpe else "(its character tokenizer has no Hugging Face form)"
+    print(f"{out}: GPT2LMHeadModel {tokenizer}", flush=True)
+    return 0
+
+
 def generate(args: argparse.Namespace) -> int:
     """``attnlab generate CHECKPOINT --prompt ...``: print the prompt and its continuation,
     streamed as it is drawn (Ctrl-C keeps what was printed)."""
