@@ -77,4 +77,6 @@ def test_attnlab_export_writes_a_folder_transformers_loads_with_its_tokenizer(tm
     rope = GPT(GPTConfig(**{**GPT2_LIKE, "positional": "rope"}))
     LanguageModelPipeline(rope, tok).save(tmp_path / "rope")
     assert main(["export", str(tmp_path / "rope"), str(tmp_path / "no")]) == 2
-    assert "GPT-2 has no counterpart for positional = 'rope'" in capsys.readouterr().err
+    err = capsys.readouterr().err  # a GPT-2 but for its positions, and far from a Llama
+    assert "GPT2LMHeadModel has no counterpart for positional = 'rope'" in err
+    assert "LlamaForCausalLM has no counterpart for norm = 'layernorm'" in err

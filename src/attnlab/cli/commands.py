@@ -104,10 +104,11 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    """``attnlab export CKPT --format hf OUT``: a GPT checkpoint as a Hugging Face GPT-2 folder
-    (``GPT2LMHeadModel`` and, for a BPE tokenizer, ``AutoTokenizer`` load it)."""
+    """``attnlab export CKPT OUT --format hf``: a GPT checkpoint as the Hugging Face folder of its
+    architecture (``GPT2LMHeadModel`` or ``LlamaForCausalLM``, and, for a BPE tokenizer, the
+    files ``AutoTokenizer`` loads)."""
     from attnlab.data.tokenizers import Tokenizer
-    from attnlab.interop.gpt2 import save_gpt2
+    from attnlab.interop.export import save_hf
 
     LanguageModelPipeline.check_checkpoint(args.checkpoint, "export")
     pipeline = LanguageModelPipeline.from_checkpoint(args.checkpoint)
@@ -115,9 +116,10 @@ def export(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.checkpoint} holds an {pipeline.model.model_type}: only a GPT exports to "
                          "Hugging Face's format so far")
     bpe = isinstance(pipeline.tokenizer, Tokenizer)
-    out = save_gpt2(pipeline.model, args.out, tokenizer_json=pipeline.tokenizer.to_json() if bpe else None)
+    tokenizer_json = pipeline.tokenizer.to_json() if bpe else None
+    out, name = save_hf(pipeline.model, args.out, tokenizer_json=tokenizer_json)
     tokenizer = "and its tokenizer" if bpe else "(its character tokenizer has no Hugging Face form)"
-    print(f"{out}: GPT2LMHeadModel {tokenizer}", flush=True)
+    print(f"{out}: {name} {tokenizer}", flush=True)
     return 0
 
 

@@ -15,16 +15,10 @@ naming the option. GPT-2 stores its projections as ``Conv1D`` (``(in, out)``, th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import torch
-from safetensors.torch import load_file, save_file
-from torch import Tensor
-
-from attnlab.atomic import atomic_directory
+from attnlab.interop.hf_folders import read_folder, refuse_options, write_folder
 from attnlab.models import GPT, GPTConfig
-from attnlab.parsing import read_json
 
 REQUIRED = {"positional": "learned", "norm": "layernorm", "norm_first": True, "bias": True,
             "activation": "gelu", "num_kv_heads": None}
@@ -51,17 +45,9 @@ TOP_MAP = {
 }
 
 
-TOKENIZER_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
-                    "pad_token": "<pad>", "unk_token": "<unk>"}
-"""``tokenizer_config.json``: attnlab's ``tokenizer.json`` read by ``transformers`` as it is."""
-
-
 def check_gpt2(config: GPTConfig) -> None:
     """Refuse, in one line naming the option, a GPT that GPT-2 cannot express."""
-    for name, value in REQUIRED.items():
-        if getattr(config, name) != value:
-            raise ValueError(f"GPT-2 has no counterpart for {name} = {getattr(config, name)!r} "
-                             f"(it takes {name} = {value!r})")
+    refuse_options(config, REQUIRED, "GPT-2")
 
 
 def gpt2_config(config: GPTConfig) -> dict:
@@ -87,23 +73,13 @@ def save_gpt2(model: GPT, directory: str | Path, *, tokenizer_json: str | None =
             out[f"transformer.h.{i}.{theirs}"] = t.T if transposed else t
     if not model.config.tie_output:
         out["lm_head.weight"] = ours["head.weight"]
-    with atomic_directory(directory) as tmp:
-        tensors = {k: v.detach().contiguous().cpu() for k, v in out.items()}
-        save_file(tensors, str(tmp / "model.safetensors"))
-        (tmp / "config.json").write_text(json.dumps(gpt2_config(model.config), indent=2) + "\n")
-        if tokenizer_json is not None:
-            (tmp / "tokenizer.json").write_text(tokenizer_json)
-            (tmp / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2) + "\n")
-    return Path(directory)
+    return write_folder(directory, out, gpt2_config(model.config), tokenizer_json)
 
 
 def load_gpt2(directory: str | Path) -> GPT:
     """A GPT-2 folder (``config.json`` + ``model.safetensors``) as an attnlab GPT."""
-    directory = Path(directory)
-    file = directory / "config.json"
-    c = read_json(file, "GPT-2 config")
-    if c.get("model_type") != "gpt2":
-        raise ValueError(f"{file} is not a GPT-2 config (model_type {c.get('model_type')!r})")
+    c, weights = read_folder(directory, "gpt2")
+    file = Path(directory) / "config.json"
     activation = c.get("activation_function", "gelu_new")  # GPT-2's own default: gelu's tanh form
     if activation != "gelu":
         raise ValueError(f"{file}: activation_function {activation!r} has no counterpart in attnlab's GPT "
@@ -113,7 +89,8 @@ def load_gpt2(directory: str | Path) -> GPT:
                        num_heads=c["n_head"], num_layers=c["n_layer"], d_ff=c.get("n_inner") or 4 * d,
                        norm_eps=c.get("layer_norm_epsilon", 1e-5),
                        tie_output=c.get("tie_word_embeddings", True), dropout=0.0, **REQUIRED)
-    theirs = _weights(directory)
+    named = ("transformer.", "lm_head.")  # a base GPT2Model's folder names its tensors without the prefix
+    theirs = {k if k.startswith(named) else f"transformer.{k}": v for k, v in weights.items()}
     ours = {name: theirs[t] for name, t in TOP_MAP.items()}
     for i in range(config.num_layers):
         for name, (t, transposed) in LAYER_MAP.items():
@@ -123,13 +100,3 @@ def load_gpt2(directory: str | Path) -> GPT:
     model = GPT(config)
     model.load_state_dict(ours)
     return model
-
-
-def _weights(directory: Path) -> dict[str, Tensor]:
-    """The folder's tensors, named as ``GPT2LMHeadModel`` names them (``transformer.`` prefixed)."""
-    path = directory / "model.safetensors"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found (attnlab reads safetensors only, never a pickle)")
-    weights = load_file(str(path))
-    return {k if k.startswith(("transformer.", "lm_head.")) else f"transformer.{k}": v.to(torch.float32)
-            for k, v in weights.items()}
