@@ -220,3 +220,39 @@ def test_encoder_rejects_bad_input() -> None:
         model(ids, None, torch.full((2, 5), 2))
     # A model never holds a tokenizer: strings go through the pipeline.
     assert not any(hasattr(model, name) for name in ("tokenizer", "tokenize", "encode_sentences"))
+
+
+@pytest.mark.parametrize("pooler", [False, True])
+def test_an_encoder_exported_is_the_same_model_in_transformers_and_reads_back(tmp_path, pooler) -> None:
+    from transformers import BertModel
+
+    from attnlab.interop.bert import save_bert
+    from attnlab.models.encoder import EncoderConfig
+
+    torch.manual_seed(0)
+    ours = Encoder(EncoderConfig(vocab_size=53, d_model=32, num_heads=4, num_layers=2, d_ff=48, max_len=20,
+                                 pooler=pooler, dropout=0.0, attn_dropout=0.0)).eval()
+    save_bert(ours, tmp_path / "bert")
+    theirs = BertModel.from_pretrained(tmp_path / "bert", add_pooling_layer=pooler).eval()
+    ids = torch.randint(53, (2, 20))
+    mask = torch.ones(2, 20, dtype=torch.long)
+    mask[1, 12:] = 0
+    types = torch.zeros(2, 20, dtype=torch.long)
+    with torch.no_grad():
+        out = theirs(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+        mine = ours(ids, mask, types)
+    assert (mine - out)[mask.bool()].abs().max().item() <= 1e-5
+    back = load_bert(tmp_path / "bert")
+    assert all(torch.equal(a, b) for a, b in zip(back.state_dict().values(), ours.state_dict().values(),
+                                                 strict=True))
+
+
+def test_an_encoder_bert_cannot_express_is_refused_by_name(tmp_path) -> None:
+    from attnlab.interop.bert import save_bert
+    from attnlab.models.encoder import EncoderConfig
+
+    for option, value in (("norm_first", True), ("activation", "swiglu"), ("positional", "rope")):
+        config = EncoderConfig(vocab_size=11, d_model=8, num_heads=2, num_layers=1, **{option: value})
+        encoder = Encoder(config)
+        with pytest.raises(ValueError, match=f"BertModel has no counterpart for {option} = "):
+            save_bert(encoder, tmp_path / "out")

@@ -33,6 +33,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from attnlab.checkpoint import load_into
+from attnlab.interop.hf_folders import refuse_options, write_folder
 from attnlab.models.encoder import Encoder, EncoderConfig
 from attnlab.parsing import read_json
 
@@ -198,6 +199,38 @@ def convert_state_dict(hf_state: dict[str, Tensor], num_layers: int) -> dict[str
     if hf_state:
         raise ValueError(f"BERT weights have names attnlab cannot map: {sorted(hf_state)[:8]}")
     return ours
+
+
+REQUIRED = {"positional": "learned", "norm": "layernorm", "norm_first": False, "bias": True,
+            "num_kv_heads": None}
+"""The Encoder options BERT has a counterpart for, each with the only value it takes (and an
+activation of :data:`ACTIVATIONS`)."""
+
+
+def save_bert(encoder: Encoder, directory: str | Path, *, tokenizer_json: str | None = None) -> Path:
+    """Write ``encoder`` as a Hugging Face ``BertModel`` folder (atomically): the inverse of
+    :func:`load_bert`; ``in_proj`` is split back into ``query``, ``key`` and ``value``."""
+    c = encoder.config
+    refuse_options(c, REQUIRED, "BertModel")
+    if c.activation not in ACTIVATIONS:
+        raise ValueError(f"BertModel has no counterpart for activation = {c.activation!r} "
+                         f"(it takes one of {', '.join(ACTIVATIONS)})")
+    ours = encoder.state_dict()
+    out = {hf: ours[name] for hf, name in EMBEDDING_MAP.items() if name in ours}
+    for i in range(c.num_layers):
+        src, dst = f"encoder.layer.{i}.", f"encoder.layers.{i}."
+        for kind in ("weight", "bias"):
+            for part, t in zip(("query", "key", "value"), ours[f"{dst}self_attn.in_proj.{kind}"].chunk(3),
+                               strict=True):
+                out[f"{src}attention.self.{part}.{kind}"] = t
+            out |= {f"{src}{hf}.{kind}": ours[f"{dst}{name}.{kind}"] for hf, name in LAYER_MAP.items()}
+    config = {"architectures": ["BertModel"], "model_type": "bert", "vocab_size": c.vocab_size,
+              "hidden_size": c.d_model, "num_attention_heads": c.num_heads,
+              "num_hidden_layers": c.num_layers, "intermediate_size": c.ffn_dim, "hidden_act": c.activation,
+              "max_position_embeddings": c.max_len, "type_vocab_size": c.type_vocab_size,
+              "layer_norm_eps": c.norm_eps, "pad_token_id": c.pad_id, "hidden_dropout_prob": c.dropout,
+              "attention_probs_dropout_prob": c.attn_dropout, "position_embedding_type": "absolute"}
+    return write_folder(directory, out, config, tokenizer_json)
 
 
 def _strip(name: str) -> str:
