@@ -121,3 +121,12 @@ def test_a_corpus_that_leaves_no_training_pair_is_refused(tmp_path):
         prepare_pairs(sources, vocab_size=300, joint=True, tokenizers=None, cache=tmp_path / "c",
                       progress=False)
     assert not [p for p in (tmp_path / "c").iterdir() if p.is_dir()]  # nothing half-made left
+
+
+def test_a_split_held_out_empty_is_refused_when_read(tmp_path):
+    (tmp_path / "p.tsv").write_text("a\tx\nb\ty\n")
+    sources = PairSources((tmp_path / "p.tsv",), "de", "en", held_out=0.0)
+    corpus = prepare_pairs(sources, vocab_size=300, joint=True, tokenizers=None, cache=tmp_path / "c",
+                           progress=False)
+    with pytest.raises(ValueError, match=r"no val pairs: 2 pairs hold none out at data.held_out=0.0"):
+        corpus.pairs("val")

@@ -100,14 +100,17 @@ class PreparedPairs:
         return Rows(self.folder, side, self.meta["dtype"])
 
     def pairs(self, split: str) -> list[Pair]:
-        """The text pairs of ``val`` or ``test`` (their own files, or those held out), or of
-        ``train`` (read from its files)."""
+        """The text pairs of ``val`` or ``test`` (their own files, or those held out: refused
+        when none were), or of ``train`` (read from its files)."""
         if split == "train":
             return list(self.sources.training())
         named = self.sources.named(split)
         if named is not None:
             return named
         lines = (self.folder / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+        if not lines:
+            raise ValueError(f"no {split} pairs: {self.meta['rows']:,} pairs hold none out at "
+                             f"data.held_out={self.sources.held_out}; raise it or name data.{split}")
         return [(s, t) for s, t in map(json.loads, lines)]
 
     def notes(self) -> list[str]:

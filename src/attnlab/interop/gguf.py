@@ -50,8 +50,9 @@ def _value(reader: Any, key: str, path: Path) -> Any:
     return bytes(part).decode() if part.dtype == np.uint8 else part.item()
 
 
-def gguf_config(reader: Any, path: Path, vocab_size: int) -> dict[str, Any]:
-    """The Llama ``config.json`` the metadata of a ``llama`` GGUF file describes."""
+def gguf_config(reader: Any, path: Path, vocab_size: int, tied: bool) -> dict[str, Any]:
+    """The Llama ``config.json`` the metadata of a ``llama`` GGUF file describes (``tied``: the
+    file has no output matrix of its own)."""
     arch = _value(reader, "general.architecture", path)
     if arch != "llama":
         raise ValueError(f"{path}: general.architecture is {arch!r}; attnlab reads the llama family")
@@ -64,7 +65,7 @@ def gguf_config(reader: Any, path: Path, vocab_size: int) -> dict[str, Any]:
             "num_attention_heads": meta["attention.head_count"],
             "num_key_value_heads": meta["attention.head_count_kv"],
             "max_position_embeddings": meta["context_length"], "rope_theta": meta["rope.freq_base"],
-            "rms_norm_eps": meta["attention.layer_norm_rms_epsilon"], "tie_word_embeddings": True}
+            "rms_norm_eps": meta["attention.layer_norm_rms_epsilon"], "tie_word_embeddings": tied}
 
 
 def _tensor(gguf: Any, t: Any) -> Tensor:
@@ -89,8 +90,8 @@ def load_gguf(path: str | Path) -> GPT:
     gguf = _gguf()
     reader = gguf.GGUFReader(str(path))
     tensors = {_hf_name(t.name): _tensor(gguf, t) for t in reader.tensors}
-    c = gguf_config(reader, path, tensors["model.embed_tokens.weight"].shape[0])
-    c["tie_word_embeddings"] = "lm_head.weight" not in tensors
+    vocab_size = tensors["model.embed_tokens.weight"].shape[0]
+    c = gguf_config(reader, path, vocab_size, tied="lm_head.weight" not in tensors)
     for name in list(tensors):  # llama.cpp's pairs layout back to the halves layout
         if name.endswith(("q_proj.weight", "k_proj.weight")):
             heads = c["num_attention_heads"] if "q_proj" in name else c["num_key_value_heads"]

@@ -42,10 +42,5 @@ def prepare_translation(
         given = load_tokenizer(Path(data.tokenizer_file).parent, Path(data.tokenizer_file).name)
         tokenizers = given, given
     sources = pair_sources(data, test_split, data_dir)
-    corpus = prepare_pairs(sources, vocab_size=data.vocab_size, joint=data.joint_vocab, tokenizers=tokenizers,
-                           cache=cache_dir(), progress=progress)
-    for split in ("val", "test"):
-        if not corpus.pairs(split):
-            raise ValueError(f"no {split} pairs: {corpus.meta['rows']:,} pairs hold none out at "
-                             f"data.held_out={data.held_out}; raise it or name data.{split}")
-    return corpus
+    return prepare_pairs(sources, vocab_size=data.vocab_size, joint=data.joint_vocab, tokenizers=tokenizers,
+                         cache=cache_dir(), progress=progress)
