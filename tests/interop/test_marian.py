@@ -81,9 +81,9 @@ def test_without_biases_the_export_writes_zero_biases(tmp_path):
 
 def test_the_default_special_ids_are_attnlabs_tokenizers():
     from attnlab.data.tokenizers import SPECIAL_TOKENS
-    from attnlab.interop.marian import BOS_ID, EOS_ID
+    from attnlab.interop.hf_folders import BOS_ID, EOS_ID, PAD_ID
 
-    assert [SPECIAL_TOKENS[i] for i in (PAD, BOS_ID, EOS_ID)] == ["<pad>", "<bos>", "<eos>"]
+    assert [SPECIAL_TOKENS[i] for i in (PAD_ID, BOS_ID, EOS_ID)] == ["<pad>", "<bos>", "<eos>"]
 
 
 def test_the_reordered_table_is_transformers_own():

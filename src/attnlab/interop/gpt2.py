@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.interop.hf_folders import read_folder, refuse_options, write_folder
+from attnlab.interop.hf_folders import BOS_ID, EOS_ID, PAD_ID, read_folder, refuse_options, write_folder
 from attnlab.models import GPT, GPTConfig
 
 REQUIRED = {"positional": "learned", "norm": "layernorm", "norm_first": True, "activation": "gelu",
@@ -60,7 +60,8 @@ def gpt2_config(config: GPTConfig) -> dict:
             "n_positions": c.block_size, "n_embd": c.d_model, "n_layer": c.num_layers, "n_head": c.num_heads,
             "n_inner": c.ffn_dim, "activation_function": "gelu", "layer_norm_epsilon": c.norm_eps,
             "resid_pdrop": c.dropout, "embd_pdrop": c.dropout, "attn_pdrop": c.attn_dropout,
-            "tie_word_embeddings": c.tie_output}
+            "tie_word_embeddings": c.tie_output, "bos_token_id": BOS_ID, "eos_token_id": EOS_ID,
+            "pad_token_id": PAD_ID}
 
 
 def save_gpt2(model: GPT, directory: str | Path, *, tokenizer_json: str | None = None) -> Path:

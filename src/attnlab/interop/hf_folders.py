@@ -22,6 +22,9 @@ from torch import Tensor
 from attnlab.atomic import atomic_directory
 from attnlab.parsing import read_json
 
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+"""The ids of ``<pad>``, ``<bos>`` and ``<eos>`` in attnlab's tokenizers (``data.tokenizers.SPECIAL_TOKENS``):
+what an exported ``config.json`` names (``transformers``' own defaults, GPT-2's 50256, are out of range)."""
 ROLES = {"<pad>": "pad_token", "<bos>": "bos_token", "<eos>": "eos_token", "<unk>": "unk_token",
          "[PAD]": "pad_token", "[UNK]": "unk_token", "[CLS]": "cls_token", "[SEP]": "sep_token",
          "[MASK]": "mask_token"}

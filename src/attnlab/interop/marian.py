@@ -42,7 +42,14 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.interop.hf_folders import read_folder, refuse_options, tokenizer_config, write_folder
+from attnlab.interop.hf_folders import (
+    BOS_ID,
+    EOS_ID,
+    read_folder,
+    refuse_options,
+    tokenizer_config,
+    write_folder,
+)
 from attnlab.models import Transformer, TransformerConfig
 
 ACTIVATIONS = ("relu", "gelu")
@@ -53,8 +60,6 @@ MARIAN = {**COMMON, "norm_first": False}
 PEGASUS = {**COMMON, "norm_first": True, "share_embeddings": True}
 """The same for ``PegasusForConditionalGeneration``."""
 CLASSES = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneration"}
-BOS_ID, EOS_ID = 1, 2
-"""The ids of ``<bos>`` and ``<eos>`` in attnlab's tokenizers (``data.tokenizers.SPECIAL_TOKENS``)."""
 TARGET_TOKENIZER = "target_tokenizer"
 """The subfolder holding the target side's tokenizer when the vocabularies are not joint."""
 
