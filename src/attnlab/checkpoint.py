@@ -366,3 +366,28 @@ def load_model_weights(model: nn.Module, directory: str | Path) -> None:
     """Load a checkpoint's ``model.safetensors`` into ``model`` (strict; safetensors only)."""
     _, state = load_state(directory)
     load_into(model, state, directory)
+
+
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+ROLE_NAMES = {"<pad>": "pad_token", "<bos>": "bos_token", "<eos>": "eos_token", "<unk>": "unk_token",
+              "[PAD]": "pad_token", "[UNK]": "unk_token", "[CLS]": "cls_token", "[SEP]": "sep_token",
+              "[MASK]": "mask_token"}
+"""The special tokens ``tokenizer_config.json`` names by convention, by their ``transformers`` role."""
+
+
+def tokenizer_config(tokenizer_json: str, *, roles: Sequence[str] | None = None,
+                     chat_template: str | None = None) -> dict[str, Any]:
+    """``tokenizer_config.json`` beside ``tokenizer_json`` (Hugging Face's format; ``transformers``'
+    ``AutoTokenizer`` and attnlab's tokenizers read it): ``PreTrainedTokenizerFast``; the special
+    tokens by their role — ``roles`` (pad, bos, eos, unk) where given, else those of
+    :data:`ROLE_NAMES` that it holds; the chat template. attnlab's tokenizers read a special token
+    typed in a text as text, so ``split_special_tokens`` is set where it holds attnlab's ``<eos>``
+    or where ``roles`` come from an attnlab tokenizer."""
+    specials = [t["content"] for t in json.loads(tokenizer_json).get("added_tokens", []) if t.get("special")]
+    config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    if roles is None:
+        config |= {ROLE_NAMES[t]: t for t in specials if t in ROLE_NAMES}
+    else:
+        config |= dict(zip(("pad_token", "bos_token", "eos_token", "unk_token"), roles, strict=True))
+    config["split_special_tokens"] = roles is not None or "<eos>" in specials
+    return config | ({"chat_template": chat_template} if chat_template else {})

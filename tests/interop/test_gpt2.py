@@ -38,8 +38,19 @@ def test_a_gpt2_made_by_transformers_reads_into_attnlab_with_the_same_logits(tmp
         assert (ours(idx) - theirs(idx).logits).abs().max() <= 1e-5
 
 
+def test_a_gpt_without_biases_exports_with_zero_biases(tmp_path):
+    torch.manual_seed(2)
+    ours = GPT(GPTConfig(**{**GPT2_LIKE, "bias": False})).eval()
+    save_gpt2(ours, tmp_path / "gpt2")
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "gpt2").eval()
+    assert theirs.transformer.h[0].mlp.c_fc.bias.abs().max() == theirs.transformer.ln_f.bias.abs().max() == 0
+    idx = torch.randint(97, (3, 24))
+    with torch.no_grad():
+        assert (ours(idx) - theirs(idx).logits).abs().max() <= 1e-5
+
+
 @pytest.mark.parametrize("option, value", [("positional", "rope"), ("norm", "rmsnorm"), ("norm_first", False),
-                                           ("bias", False), ("activation", "swiglu"), ("num_kv_heads", 2)])
+                                           ("activation", "swiglu"), ("num_kv_heads", 2)])
 def test_an_option_gpt2_has_no_counterpart_for_is_refused_by_name(tmp_path, option, value):
     model = GPT(GPTConfig(**{**GPT2_LIKE, option: value}))
     with pytest.raises(ValueError, match=f"GPT-2 has no counterpart for {option} = "):
@@ -57,10 +68,10 @@ def test_gpt2s_tanh_gelu_is_refused_on_reading(tmp_path):
 def test_attnlab_export_writes_a_folder_transformers_loads_with_its_tokenizer(tmp_path, capsys):
     from attnlab.cli import main
     from attnlab.data import Tokenizer
+    from attnlab.data.corpora import data_dir
     from attnlab.pipelines import LanguageModelPipeline
-    from repo_paths import SHARED_DATA
 
-    text = (SHARED_DATA / "tinyshakespeare" / "input.txt").read_text()[:50_000]
+    text = (data_dir() / "tinyshakespeare" / "input.txt").read_text()[:50_000]
     tok = Tokenizer.train(text.splitlines(keepends=True), 300)
     torch.manual_seed(0)
     model = GPT(GPTConfig(**{**GPT2_LIKE, "vocab_size": tok.vocab_size})).eval()

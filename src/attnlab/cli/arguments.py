@@ -109,7 +109,8 @@ def evaluate_args(p: argparse.ArgumentParser) -> None:
 
 
 def export_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint directory of a GPT")
+    p.add_argument("checkpoint", help="checkpoint directory of a GPT, a translator (Transformer) or a "
+                                      "BERT-style encoder")
     p.add_argument("out", help="the folder to write (new, or replaced as a whole)")
     p.add_argument("--format", choices=("hf",), default="hf",
                    help="hf: a Hugging Face folder (config.json, model.safetensors, the tokenizer) "

@@ -104,22 +104,39 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    """``attnlab export CKPT OUT --format hf``: a GPT checkpoint as the Hugging Face folder of its
-    architecture (``GPT2LMHeadModel`` or ``LlamaForCausalLM``, and, for a BPE tokenizer, the
-    files ``AutoTokenizer`` loads)."""
-    from attnlab.data.tokenizers import Tokenizer
+    """``attnlab export CKPT OUT --format hf``: a GPT, translator or BERT-style encoder checkpoint
+    as the Hugging Face folder of its class (:func:`attnlab.interop.export.save_hf`), with its
+    tokenizer as files ``AutoTokenizer`` loads (a translator's target side, when its vocabulary
+    is not joint, in ``OUT/target_tokenizer/``)."""
+    from attnlab.checkpoint import load_config
+    from attnlab.data.tokenizers import SPECIAL_TOKENS, CharTokenizer
     from attnlab.interop.export import save_hf
+    from attnlab.interop.hf_folders import char_tokenizer_json
+    from attnlab.pipelines import EncoderPipeline
 
-    LanguageModelPipeline.check_checkpoint(args.checkpoint, "export")
-    pipeline = LanguageModelPipeline.from_checkpoint(args.checkpoint)
-    if pipeline.model.model_type != "gpt":
-        raise ValueError(f"{args.checkpoint} holds an {pipeline.model.model_type}: only a GPT exports to "
-                         "Hugging Face's format so far")
-    bpe = isinstance(pipeline.tokenizer, Tokenizer)
-    tokenizer_json = pipeline.tokenizer.to_json() if bpe else None
-    out, name = save_hf(pipeline.model, args.out, tokenizer_json=tokenizer_json)
-    tokenizer = "and its tokenizer" if bpe else "(its character tokenizer has no Hugging Face form)"
-    print(f"{out}: {name} {tokenizer}", flush=True)
+    def hf_json(tok) -> str:  # attnlab's BPE and word tokenizers are Hugging Face files already
+        return char_tokenizer_json(tok.itos, SPECIAL_TOKENS) if isinstance(tok, CharTokenizer) \
+            else tok.to_json()
+
+    model_type = load_config(args.checkpoint).get("model_type")
+    tokenizers = {}
+    if model_type == "transformer":
+        pipeline = TranslationPipeline.from_checkpoint(args.checkpoint)
+        src, tgt = pipeline.src_tok, pipeline.tgt_tok
+        tokenizers = {"bos_id": tgt.bos_id, "eos_id": tgt.eos_id, "tokenizer_json": hf_json(src)}
+        if src is not tgt:
+            tokenizers["target_tokenizer_json"] = hf_json(tgt)
+    elif model_type == "encoder":
+        pipeline = EncoderPipeline.from_checkpoint(args.checkpoint)
+        tokenizers["tokenizer_json"] = (Path(args.checkpoint) / "tokenizer.json").read_text()
+    elif model_type == "gpt":
+        pipeline = LanguageModelPipeline.from_checkpoint(args.checkpoint)
+        tokenizers["tokenizer_json"] = hf_json(pipeline.tokenizer)
+    else:
+        raise ValueError(f"checkpoint {args.checkpoint} has model_type {model_type!r}; export takes gpt, "
+                         "transformer and encoder checkpoints")
+    out, name = save_hf(pipeline.model, args.out, **tokenizers)
+    print(f"{out}: {name} and its tokenizer", flush=True)
     return 0
 
 

@@ -26,7 +26,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
     "evaluate": ("score a checkpoint: BLEU/chrF, perplexity, bit errors or caption accuracy",
                  "attnlab.cli.commands:evaluate", a.evaluate_args),
     "generate": ("sample text from a GPT checkpoint", "attnlab.cli.commands:generate", a.generate_args),
-    "export": ("write a GPT checkpoint as a Hugging Face folder (GPT2LMHeadModel or LlamaForCausalLM)",
+    "export": ("write a GPT, translator or encoder checkpoint as a Hugging Face folder (GPT-2, Llama, "
+               "Marian, Pegasus or BERT)",
                "attnlab.cli.commands:export", a.export_args),
     "finetune": ("fine-tune a GPT checkpoint as a classifier (Shakespeare vs KJV) against scratch",
                  "attnlab.cli.commands:finetune", a.finetune_args),

@@ -25,12 +25,14 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tokenizers as hf
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from attnlab.atomic import write_atomic
+from attnlab.checkpoint import TOKENIZER_CONFIG_FILE, tokenizer_config
 from attnlab.data.chat import Message, render_chat, split_specials
 from attnlab.data.fast_bpe import encode_on_cores, tiktoken_twin
 from attnlab.memory import Need, check_fits, sized
@@ -40,7 +42,6 @@ from attnlab.validation import counted
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
 PAD_ID = SPECIAL_TOKENS.index("<pad>")  # every tokenizer's padding id
 TOKENIZER_FILE = "tokenizer.json"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # a pretrained tokenizer's roles and chat template
 SRC_TOKENIZER_FILE = "src_tokenizer.json"
 TGT_TOKENIZER_FILE = "tgt_tokenizer.json"
 CHAR_FORMAT = "attnlab.CharTokenizer"
@@ -211,13 +212,10 @@ class Tokenizer(_Specials):
         return [i for piece, special in split_specials(text, specials)
                 for i in ([self.hf.token_to_id(piece)] if special else self.hf.encode(piece).ids)]
 
-    def config(self) -> dict[str, str]:
+    def config(self) -> dict[str, Any]:
         """``tokenizer_config.json``: the roles (and chat template) that ``transformers``'
         ``AutoTokenizer`` and :func:`load_tokenizer` read beside ``tokenizer.json``."""
-        pad, bos, eos, unk = self.roles
-        config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": bos, "eos_token": eos,
-                  "pad_token": pad, "unk_token": unk}
-        return config | ({"chat_template": self.chat_template} if self.chat_template else {})
+        return tokenizer_config(self.to_json(), roles=self.roles, chat_template=self.chat_template)
 
     def files(self, name: str = TOKENIZER_FILE) -> dict[str, str]:
         """A pretrained model's tokenizer needs its roles beside it: ``tokenizer_config.json``."""

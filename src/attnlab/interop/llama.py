@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.interop.hf_folders import read_folder, refuse_options, write_folder
+from attnlab.interop.hf_folders import BOS_ID, EOS_ID, PAD_ID, read_folder, refuse_options, write_folder
 from attnlab.models import GPT, GPTConfig
 
 REQUIRED = {"positional": "rope", "norm": "rmsnorm", "norm_first": True, "bias": False,
@@ -58,6 +58,7 @@ def llama_config(c: GPTConfig) -> dict:
             "max_position_embeddings": c.block_size, "rms_norm_eps": c.norm_eps,
             "rope_theta": c.rope_base,  # where transformers 4 reads it; 5 reads rope_parameters
             "rope_parameters": {"rope_type": "default", "rope_theta": c.rope_base},
+            "bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID,
             "tie_word_embeddings": c.tie_output, "attention_bias": False, "mlp_bias": False}
 
 
