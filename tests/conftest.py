@@ -56,3 +56,8 @@ def client(models):
 
     with api_client(models) as test_client:
         yield test_client
+
+
+# SmolLM2 (tests/smollm2_fixtures.py): attnlab's pipeline and transformers' reference, loaded once
+# a session for every test that needs a real LLM.
+from smollm2_fixtures import reference, smollm2, two_threads  # noqa: E402,F401

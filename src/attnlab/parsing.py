@@ -13,6 +13,10 @@ parser and not at all by 3.12's, which reads any depth; so JSON deeper than
 line that names the file (``where``) and, for a too-long integer, its line and key::
 
     config file r.toml line 2 (batch_size): an integer of 4400 digits; Python reads at most 4300
+
+GGUF files (llama.cpp's format: metadata, then tensors) are opened with llama.cpp's own reader,
+the ``gguf`` package of the optional ``llm`` extra (:func:`read_gguf`); a metadata value is read
+by key (:func:`gguf_value`, :func:`gguf_array`), a missing key named with the file.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_NESTING", "nesting_depth", "parse_json", "read_json", "read_toml", "toml_literal"]
+__all__ = ["GGUF_INSTALL", "MAX_NESTING", "gguf_array", "gguf_value", "nesting_depth", "parse_json",
+           "read_gguf", "read_json", "read_toml", "toml_literal"]
 
+GGUF_INSTALL = "pip install 'attnlab[llm]' (make llm)"
 MAX_NESTING = 100  # levels of JSON arrays and objects a file may nest (real ones nest under 10)
 
 _KEY = re.compile(r"""["']?([\w.\-]+)["']?\s*[:=]\s*[-+]?$""")  # `"key": ` or `key = ` before a value
@@ -124,3 +130,40 @@ def toml_literal(raw: str, where: str) -> Any:
         return raw
     except (ValueError, RecursionError) as err:
         raise _failure(where, "TOML", err, raw, locate=False) from None
+
+
+def read_gguf(file: str | Path) -> Any:
+    """llama.cpp's ``GGUFReader`` of ``file`` (memory-mapped; tensors read when used)."""
+    file = Path(file)
+    if not file.is_file():
+        raise FileNotFoundError(f"GGUF file {file} not found")
+    try:
+        import gguf
+    except ImportError:
+        raise ValueError(f"reading GGUF files needs llama.cpp's gguf package: {GGUF_INSTALL}") from None
+    try:
+        return gguf.GGUFReader(str(file))
+    except (ValueError, OSError) as err:  # wrong magic, truncated
+        raise ValueError(f"{file} is not a GGUF file: {err}") from None
+
+
+def _field(reader: Any, key: str, file: Path) -> Any:
+    if key not in reader.fields:
+        raise ValueError(f"{file}: no {key} in its metadata")
+    return reader.fields[key]
+
+
+def _scalar(part: Any) -> Any:
+    return bytes(part).decode() if part.dtype.name == "uint8" else part.item()
+
+
+def gguf_value(reader: Any, key: str, file: Path) -> Any:
+    """The metadata value ``key`` of a :func:`read_gguf` reader: a string or a number."""
+    field = _field(reader, key, file)
+    return _scalar(field.parts[field.data[0]])
+
+
+def gguf_array(reader: Any, key: str, file: Path) -> list[Any]:
+    """The metadata array ``key``: its strings or numbers in order."""
+    field = _field(reader, key, file)
+    return [_scalar(field.parts[i]) for i in field.data]

@@ -117,8 +117,11 @@ def export_args(p: argparse.ArgumentParser) -> None:
 
 
 def generate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint directory of a GPT")
+    p.add_argument("checkpoint", metavar="MODEL",
+                   help="a language model checkpoint directory, a GGUF file or a pretrained name (smollm2)")
     p.add_argument("--prompt", default="\n", help="text to continue")
+    p.add_argument("--chat", action="store_true",
+                   help="the prompt is a user's message in the model's chat template; print the answer")
     p.add_argument("--max-new-tokens", type=COUNT, default=500)
     p.add_argument("--temperature", type=NON_NEGATIVE, default=0.8, help="0 = greedy")
     p.add_argument("--top-k", type=COUNT, default=200)

@@ -124,11 +124,11 @@ def export(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    """``attnlab generate CHECKPOINT --prompt ...``: print the prompt and its continuation,
-    streamed as it is drawn (Ctrl-C keeps what was printed)."""
-    LanguageModelPipeline.check_checkpoint(args.checkpoint, "generate")
-    pipeline = LanguageModelPipeline.from_checkpoint(args.checkpoint, device=args.device)
-    shown = [args.prompt]  # the prompt goes out with the first piece, once the prompt is known good
+    """``attnlab generate MODEL --prompt ...``: print the prompt and its continuation (with
+    ``--chat``, the answer alone), streamed as it is drawn (Ctrl-C keeps what was printed). MODEL
+    is a checkpoint, a GGUF file or a pretrained name (:meth:`LanguageModelPipeline.from_pretrained`)."""
+    pipeline = LanguageModelPipeline.from_pretrained(args.checkpoint, device=args.device, taker="generate")
+    shown = [] if args.chat else [args.prompt]  # the prompt goes out with the first piece, once known good
 
     def write(text: str) -> None:
         sys.stdout.write("".join(shown) + text)
@@ -136,7 +136,7 @@ def generate(args: argparse.Namespace) -> int:
         shown.clear()
 
     pipeline.generate(args.prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                      top_p=args.top_p, seed=args.seed, write=write)
+                      top_p=args.top_p, seed=args.seed, write=write, chat=args.chat)
     write("\n")
     return 0
 

@@ -24,7 +24,6 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,8 @@ import tokenizers as hf
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from attnlab.atomic import write_atomic
-from attnlab.data.fast_bpe import tiktoken_twin
+from attnlab.data.chat import Message, render_chat, split_specials
+from attnlab.data.fast_bpe import encode_on_cores, tiktoken_twin
 from attnlab.memory import Need, check_fits, sized
 from attnlab.parsing import read_json
 from attnlab.validation import counted
@@ -40,6 +40,7 @@ from attnlab.validation import counted
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
 PAD_ID = SPECIAL_TOKENS.index("<pad>")  # every tokenizer's padding id
 TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # a pretrained tokenizer's roles and chat template
 SRC_TOKENIZER_FILE = "src_tokenizer.json"
 TGT_TOKENIZER_FILE = "tgt_tokenizer.json"
 CHAR_FORMAT = "attnlab.CharTokenizer"
@@ -56,13 +57,34 @@ def _as_list(ids: Ids) -> list[int]:
 
 
 class _Specials:
-    """Special ids, bos/eos wrapping and id checks shared by both tokenizers."""
+    """Special ids, bos/eos wrapping and id checks shared by both tokenizers.
+
+    ``roles``: the tokens that pad, begin, end and stand for an unknown. attnlab's own
+    (:data:`SPECIAL_TOKENS`) never occur in plain text, so sampling never draws them
+    (:attr:`never_drawn`) and nothing stops it; a pretrained model's (SmolLM2's ``<|im_end|>``)
+    are drawn like any token and its end token stops generation (:attr:`stop_ids`)."""
 
     vocab_size: int
+    roles: tuple[str, ...] = SPECIAL_TOKENS
     pad_id = 0
     bos_id = 1
     eos_id = 2
     unk_id = 3
+    chat_template: str | None = None
+
+    @property
+    def own_specials(self) -> bool:
+        return self.roles == SPECIAL_TOKENS
+
+    @property
+    def never_drawn(self) -> tuple[int, ...]:
+        """The ids sampling masks out: attnlab's own specials, none of a pretrained tokenizer."""
+        return self.special_ids if self.own_specials else ()
+
+    @property
+    def stop_ids(self) -> tuple[int, ...]:
+        """The ids that end generation: none for attnlab's own, the end token of a pretrained one."""
+        return () if self.own_specials else (self.eos_id,)
 
     def _wrap(self, ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:
         return [self.bos_id] * add_bos + ids + [self.eos_id] * add_eos
@@ -89,23 +111,39 @@ class _Specials:
         """The ids of each text as an int64 array (no specials added)."""
         return [np.asarray(ids, dtype=np.int64) for ids in self.encode_batch(texts)]
 
-    def encode_batch(
-        self, texts: Iterable[str], *, add_bos: bool = False, add_eos: bool = False
-    ) -> list[list[int]]:
+    def encode_batch(self, texts: Iterable[str], *, add_bos: bool = False,
+                     add_eos: bool = False) -> list[list[int]]:
         return [self.encode(t, add_bos=add_bos, add_eos=add_eos) for t in texts]
 
     def decode_batch(self, batch: Iterable[Ids], *, skip_special: bool = True) -> list[str]:
         return [self.decode(ids, skip_special=skip_special) for ids in batch]
 
+    def files(self, name: str = TOKENIZER_FILE) -> dict[str, str]:
+        """The files that hold this tokenizer, file name → text (``name``: its own file's)."""
+        return {name: self.to_json()}
+
+    def save(self, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Path:
+        """Write :meth:`files` into ``directory`` atomically; the path of ``directory/name``."""
+        for file, text in self.files(name).items():
+            write_atomic(Path(directory) / file, text)
+        return Path(directory) / name
+
 
 class Tokenizer(_Specials):
     """Byte-level BPE tokenizer wrapping a Hugging Face ``tokenizers.Tokenizer``."""
 
-    def __init__(self, tokenizer: hf.Tokenizer) -> None:
-        found = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
-        if None in found:  # another project's tokenizer: its vocabulary, then the specials it lacks
+    def __init__(self, tokenizer: hf.Tokenizer, *, roles: Sequence[str] = SPECIAL_TOKENS,
+                 chat_template: str | None = None) -> None:
+        """``roles``: the pad, begin, end and unknown tokens (:class:`_Specials`); attnlab's own
+        are appended to a tokenizer that lacks them, a pretrained model's must be in its vocabulary.
+        ``chat_template``: the Jinja template of an instruction-tuned model (:mod:`attnlab.data.chat`)."""
+        self.roles, self.chat_template = tuple(roles), chat_template
+        found = [tokenizer.token_to_id(t) for t in self.roles]
+        if None in found and self.own_specials:  # another project's file: its vocabulary, then ours
             tokenizer.add_special_tokens([t for t, i in zip(SPECIAL_TOKENS, found, strict=True) if i is None])
             found = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
+        if None in found:
+            raise ValueError(f"special token {self.roles[found.index(None)]!r} is not in the vocabulary")
         self.pad_id, self.bos_id, self.eos_id, self.unk_id = found
         tokenizer.encode_special_tokens = True  # "<eos>" typed in text is text, not a special
         self.hf = tokenizer
@@ -144,9 +182,8 @@ class Tokenizer(_Specials):
         """Token ids of ``text``, optionally wrapped as ``<bos> ... <eos>``."""
         return self._wrap(self.hf.encode(text).ids, add_bos, add_eos)
 
-    def encode_batch(
-        self, texts: Iterable[str], *, add_bos: bool = False, add_eos: bool = False
-    ) -> list[list[int]]:
+    def encode_batch(self, texts: Iterable[str], *, add_bos: bool = False,
+                     add_eos: bool = False) -> list[list[int]]:
         """``encode`` for many texts at once (parallel, in Rust)."""
         return [self._wrap(e.ids, add_bos, add_eos) for e in self.hf.encode_batch(list(texts))]
 
@@ -157,20 +194,35 @@ class Tokenizer(_Specials):
             self._twin = tiktoken_twin(self.hf)
         if self._twin is None or not texts:
             return [np.asarray(e.ids, dtype=np.int64) for e in self.hf.encode_batch(list(texts))]
-        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) or 1
-        size = -(-len(texts) // cores)  # one run of texts a core: tiktoken lets go of the GIL
-        runs = [texts[i : i + size] for i in range(0, len(texts), size)]
-
-        def encode_run(run: Sequence[str]) -> list[np.ndarray]:
-            return [self._twin.encode_to_numpy(t, disallowed_special=()).astype(np.int64) for t in run]
-
-        with ThreadPoolExecutor(cores) as pool:
-            return [ids for done in pool.map(encode_run, runs) for ids in done]
+        return encode_on_cores(self._twin, texts)
 
     def decode(self, ids: Ids, *, skip_special: bool = True) -> str:
         """Plain text of ``ids``. With ``skip_special`` (default) decoding stops at the first
-        ``<eos>`` and drops ``<pad>``/``<bos>``/``<unk>``."""
-        return self.hf.decode(self._content_ids(ids, skip_special), skip_special_tokens=False)
+        ``<eos>`` and drops the other special tokens."""
+        return self.hf.decode(self._content_ids(ids, skip_special), skip_special_tokens=skip_special)
+
+    def chat_ids(self, messages: Sequence[Message]) -> list[int]:
+        """The ids of the conversation ``messages`` written by the chat template, ending where the
+        assistant's answer begins; its markers are special tokens, the messages plain text."""
+        if self.chat_template is None:
+            raise ValueError("this tokenizer has no chat template (an instruction-tuned model's has one)")
+        text = render_chat(self.chat_template, messages, bos_token=self.roles[1], eos_token=self.roles[2])
+        specials = [t.content for t in self.hf.get_added_tokens_decoder().values() if t.special]
+        return [i for piece, special in split_specials(text, specials)
+                for i in ([self.hf.token_to_id(piece)] if special else self.hf.encode(piece).ids)]
+
+    def config(self) -> dict[str, str]:
+        """``tokenizer_config.json``: the roles (and chat template) that ``transformers``'
+        ``AutoTokenizer`` and :func:`load_tokenizer` read beside ``tokenizer.json``."""
+        pad, bos, eos, unk = self.roles
+        config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": bos, "eos_token": eos,
+                  "pad_token": pad, "unk_token": unk}
+        return config | ({"chat_template": self.chat_template} if self.chat_template else {})
+
+    def files(self, name: str = TOKENIZER_FILE) -> dict[str, str]:
+        """A pretrained model's tokenizer needs its roles beside it: ``tokenizer_config.json``."""
+        extra = {} if self.own_specials else {TOKENIZER_CONFIG_FILE: json.dumps(self.config(), indent=2)}
+        return super().files(name) | extra
 
     def token_strings(self, ids: Ids) -> list[str]:
         """Each id decoded on its own (labels for attention heatmaps)."""
@@ -180,13 +232,15 @@ class Tokenizer(_Specials):
         """The file :meth:`save` writes: Hugging Face's ``tokenizer.json`` format."""
         return self.hf.to_str(pretty=True)
 
-    def save(self, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Path:
-        """Write ``directory/name`` (:meth:`to_json`) atomically."""
-        return write_atomic(Path(directory) / name, self.to_json())
-
     @classmethod
     def load(cls, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Tokenizer:
-        return cls(hf.Tokenizer.from_file(str(Path(directory) / name)))
+        """``directory/name``, with the roles of ``tokenizer_config.json`` beside a ``tokenizer.json``."""
+        path = Path(directory) / TOKENIZER_CONFIG_FILE
+        config = read_json(path, "tokenizer config") if name == TOKENIZER_FILE and path.is_file() else {}
+        roles = tuple(config.get(f"{role}_token") for role in ("pad", "bos", "eos", "unk"))
+        roles = SPECIAL_TOKENS if None in roles else roles
+        return cls(hf.Tokenizer.from_file(str(Path(directory) / name)), roles=roles,
+                   chat_template=config.get("chat_template"))
 
 
 class WordTokenizer(Tokenizer):
@@ -271,10 +325,6 @@ class CharTokenizer(_Specials):
         state = {"type": CHAR_FORMAT, "special_tokens": list(SPECIAL_TOKENS), "chars": self.chars}
         return json.dumps(state, ensure_ascii=False)
 
-    def save(self, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> Path:
-        """Write ``directory/name`` (:meth:`to_json`) atomically."""
-        return write_atomic(Path(directory) / name, self.to_json())
-
     @classmethod
     def load(cls, directory: str | os.PathLike[str], name: str = TOKENIZER_FILE) -> CharTokenizer:
         state = read_json(Path(directory) / name, "tokenizer file")
@@ -314,14 +364,8 @@ def bpe_need(vocab_size: int, name: str = "vocab_size") -> Need:
     return sized("the BPE trainer's token table", {name: vocab_size}, 48, "entries of 48 bytes", host=True)
 
 
-def train_bpe(
-    src_texts: Iterable[str],
-    tgt_texts: Iterable[str],
-    vocab_size: int = 8000,
-    *,
-    joint: bool = True,
-    min_frequency: int = 2,
-) -> tuple[Tokenizer, Tokenizer]:
+def train_bpe(src_texts: Iterable[str], tgt_texts: Iterable[str], vocab_size: int = 8000, *,
+              joint: bool = True, min_frequency: int = 2) -> tuple[Tokenizer, Tokenizer]:
     """BPE for a translation pair: ``(src_tokenizer, tgt_tokenizer)``.
 
     ``joint=True`` learns one vocabulary on both sides and returns the same object twice
@@ -331,10 +375,7 @@ def train_bpe(
     if joint:
         tok = Tokenizer.train(itertools.chain(src_texts, tgt_texts), vocab_size, min_frequency=min_frequency)
         return tok, tok
-    return (
-        Tokenizer.train(src_texts, vocab_size, min_frequency=min_frequency),
-        Tokenizer.train(tgt_texts, vocab_size, min_frequency=min_frequency),
-    )
+    return tuple(Tokenizer.train(t, vocab_size, min_frequency=min_frequency) for t in (src_texts, tgt_texts))
 
 
 def tokenizer_files(src: AnyTokenizer, tgt: AnyTokenizer) -> dict[str, str]:
@@ -345,9 +386,7 @@ def tokenizer_files(src: AnyTokenizer, tgt: AnyTokenizer) -> dict[str, str]:
     return {SRC_TOKENIZER_FILE: src.to_json(), TGT_TOKENIZER_FILE: tgt.to_json()}
 
 
-def save_tokenizers(
-    directory: str | os.PathLike[str], src: AnyTokenizer, tgt: AnyTokenizer
-) -> list[Path]:
+def save_tokenizers(directory: str | os.PathLike[str], src: AnyTokenizer, tgt: AnyTokenizer) -> list[Path]:
     """Save :func:`tokenizer_files` beside a checkpoint, each atomically."""
     return [write_atomic(Path(directory) / name, text) for name, text in tokenizer_files(src, tgt).items()]
 

