@@ -9,6 +9,9 @@ import pytest
 import torch
 
 from attnlab.analysis import kv_cache_bytes
+from attnlab.labs import smollm2
+from attnlab.labs.registry import LabUnavailable, run_lab
+from attnlab.labs.report import LabOptions
 from attnlab.labs.sinks import cache_bytes, first_token_share, uniform_share
 from attnlab.models import GPT, GPTConfig
 
@@ -70,3 +73,10 @@ def test_kv_cache_bytes_refuses_what_it_cannot_count():
         kv_cache_bytes(object(), 1)
     with pytest.raises(ValueError, match="tokens"):
         kv_cache_bytes(gpt().config, 0)
+
+
+@pytest.mark.parametrize("lab", ["induction", "sinks"])
+def test_without_the_llm_extra_the_labs_name_make_llm(lab, tmp_path, monkeypatch):
+    monkeypatch.setattr(smollm2, "NEEDS", ("attnlab_no_such_module",))
+    with pytest.raises(LabUnavailable, match=r"attnlab_no_such_module: run `make llm`"):
+        run_lab(lab, tmp_path, LabOptions(quick=True, progress=False))

@@ -50,7 +50,6 @@ SOURCE = ('Olsson et al. 2022, "In-context Learning and Induction Heads"; Elhage
           '"A Mathematical Framework for Transformer Circuits"')
 PREFIX_AT, COPYING_AT = 0.4, 0.0
 SETTINGS = {False: (16, 64), True: (2, 16)}  # quick → (B sequences, T tokens repeated twice)
-FIRST_ORDINARY = 17  # SmolLM2's ids 0-16 are its special tokens (<|endoftext|>, <|im_start|>, ...)
 
 
 @dataclass
@@ -180,9 +179,10 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
     from attnlab.labs.smollm2 import load_smollm2
 
     report = LabReport("induction", TITLE, SOURCE)
-    model = load_smollm2(options).model
+    pipeline = load_smollm2(options)
+    model, low = pipeline.model, first_ordinary(pipeline.tokenizer)
     batch, length = SETTINGS[options.quick]
-    ids = repeated_tokens(batch, length, model.config.vocab_size, seed=options.seed, low=FIRST_ORDINARY)
+    ids = repeated_tokens(batch, length, model.config.vocab_size, seed=options.seed, low=low)
     ids = ids.to(next(model.parameters()).device)
     scores = induction_scores(model, ids)
     heads = scores.heads()
@@ -198,7 +198,7 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
     report.number("second_repeat_loss_without", without)
     report.number("prefix_matching", scores.prefix.tolist())
     report.number("copying", scores.copying.tolist())
-    _summary(report, scores, heads, model.config.vocab_size, (batch, length))
+    _summary(report, scores, heads, (low, model.config.vocab_size), (batch, length))
     _table(report, scores, heads, without)
     report.figure(plot_scores(out_dir / "induction_scores.png", scores, heads),
                   f"Prefix-matching and copying score of every layer × head; boxed: the induction heads "
@@ -215,11 +215,17 @@ def _strongest(prefix: Tensor) -> tuple[int, int]:
     return flat // prefix.shape[1] + 1, flat % prefix.shape[1] + 1
 
 
-def _summary(report: LabReport, scores: InductionScores, heads: list[tuple[int, int]], vocab_size: int,
-             setting: tuple[int, int]) -> None:
+def first_ordinary(tokenizer: object) -> int:
+    """The first id after the tokenizer's special tokens (SmolLM2's ids 0-16: ``<|endoftext|>``,
+    ``<|im_start|>``, ...), from which the random tokens are drawn."""
+    return max(tokenizer.hf.get_added_tokens_decoder(), default=-1) + 1
+
+
+def _summary(report: LabReport, scores: InductionScores, heads: list[tuple[int, int]],
+             ids: tuple[int, int], setting: tuple[int, int]) -> None:
     (layers, per_layer), (batch, length) = scores.prefix.shape, setting
     report.text(
-        f"{batch} sequences of {length} random tokens (ids {FIRST_ORDINARY}-{vocab_size - 1} "
+        f"{batch} sequences of {length} random tokens (ids {ids[0]}-{ids[1] - 1} "
         f"of the vocabulary, seed-fixed), each repeated once: {2 * length} tokens. Mean loss on the first "
         f"repeat **{scores.loss_first:.3f} nats**, on the second **{scores.loss_second:.3f} nats** — the "
         f"model predicts the repeat from its context (in-context learning). Of {layers * per_layer} heads, "
