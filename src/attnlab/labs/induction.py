@@ -200,11 +200,13 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
     report.number("copying", scores.copying.tolist())
     _summary(report, scores, heads, (low, model.config.vocab_size), (batch, length))
     _table(report, scores, heads, without)
-    report.figure(plot_scores(out_dir / "induction_scores.png", scores, heads),
+    report.figure(plot_scores(out_dir / "induction_scores.png", scores.prefix, scores.copying, heads),
                   f"Prefix-matching and copying score of every layer × head; boxed: the induction heads "
                   f"(prefix ≥ {PREFIX_AT}, copying > {COPYING_AT:g})")
     best = heads[0] if heads else _strongest(scores.prefix)
-    report.figure(plot_pattern(out_dir / "induction_pattern.png", scores, best, length),
+    pattern = scores.weights[best[0] - 1][0, best[1] - 1]  # (2T, 2T): the first sequence
+    report.figure(plot_pattern(out_dir / "induction_pattern.png", pattern, best,
+                               float(scores.prefix[best[0] - 1, best[1] - 1])),
                   f"Layer {best[0]} head {best[1]} on one repeated sequence: the stripe T − 1 below the "
                   "diagonal is the attention on the token after the earlier occurrence")
     return report

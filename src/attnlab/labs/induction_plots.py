@@ -6,25 +6,23 @@ repeated sequence, whose off-diagonal stripe ``α_{T+m, m+1}`` is induction (Ols
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from attnlab.labs.induction import InductionScores
+from torch import Tensor
 
 __all__ = ["plot_pattern", "plot_scores"]
 
 
-def plot_scores(path: Path, scores: InductionScores, heads: list[tuple[int, int]]) -> Path:
-    """Two heatmaps, layers down and heads across, the induction heads boxed."""
+def plot_scores(path: Path, prefix: Tensor, copying: Tensor, heads: list[tuple[int, int]]) -> Path:
+    """Two heatmaps of ``(L, H)`` scores, layers down and heads across, the induction heads boxed."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
     from attnlab.visualize import save_figure
 
-    layers, per_layer = scores.prefix.shape
+    layers, per_layer = prefix.shape
     fig = Figure(figsize=(9, 0.28 * layers + 2.2), layout="constrained")
-    panels = (("prefix-matching score", scores.prefix, "viridis", (0.0, 1.0)),
-              ("copying score (z of the token read)", scores.copying, "RdBu_r", None))
+    panels = (("prefix-matching score", prefix, "viridis", (0.0, 1.0)),
+              ("copying score (z of the token read)", copying, "RdBu_r", None))
     for ax, (title, grid, cmap, limits) in zip(fig.subplots(1, 2), panels, strict=True):
         if limits is None:
             bound = float(grid.abs().max()) or 1.0
@@ -39,19 +37,18 @@ def plot_scores(path: Path, scores: InductionScores, heads: list[tuple[int, int]
     return save_figure(fig, path)
 
 
-def plot_pattern(path: Path, scores: InductionScores, head: tuple[int, int], length: int) -> Path:
-    """Head ``(layer, head)``'s attention on the first sequence, the halves marked."""
+def plot_pattern(path: Path, weights: Tensor, head: tuple[int, int], prefix: float) -> Path:
+    """Head ``(layer, head)``'s attention ``(2T, 2T)`` on one sequence, the halves marked."""
     from matplotlib.figure import Figure
 
     from attnlab.visualize import draw_attention, save_figure
 
-    layer, h = head
-    weights = scores.weights[layer - 1][0, h - 1].float()  # (2T, 2T)
+    (layer, h), length = head, weights.shape[0] // 2
+    weights = weights.float()
     fig = Figure(figsize=(6.4, 5.6), layout="constrained")
     ax = fig.subplots()
     image = draw_attention(ax, weights.numpy(), vmax=float(weights[length:].max()),
-                           title=f"layer {layer} head {h}: prefix matching "
-                                 f"{float(scores.prefix[layer - 1, h - 1]):.2f}")
+                           title=f"layer {layer} head {h}: prefix matching {prefix:.2f}")
     for at in (length - 0.5,):
         ax.axhline(at, color="w", lw=0.8, ls="--")
         ax.axvline(at, color="w", lw=0.8, ls="--")
