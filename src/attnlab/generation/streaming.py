@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.multihead import KVCache
+from attnlab.generation.state import inference
 from attnlab.modules.rotary import RotaryEmbedding
 from attnlab.progress import progress_bar
 from attnlab.validation import check_rank
@@ -80,7 +81,7 @@ def streaming_nll(
     rotary = movable_positions(model)
     cache, n = model.new_cache(), ids.shape[1]
     losses = []
-    with torch.no_grad(), progress_bar(n - 1, unit="token", enabled=progress, leave=False) as bar:
+    with inference(model), progress_bar(n - 1, unit="token", enabled=progress, leave=False) as bar:
         for t in range(n - 1):
             if len(cache[0]) == sinks + window:  # full: the oldest token after the sinks goes
                 evict(cache, rotary, start=sinks, count=1)
