@@ -43,9 +43,10 @@ def test_layer_one_share_equals_a_float64_recomputation_from_the_weights():
             p.mul_(6)  # attention far from uniform
         _, weights = model(ids, return_weights=True)
     layer = model.decoder.layers[0]
-    w_in = layer.self_attn.in_proj.weight.double()  # (d + 2 d_kv, d)
-    x = model.tok_embed.weight.double()[ids]  # (B, n, d)
-    h = x / torch.sqrt((x * x).mean(-1, keepdim=True) + layer.norm1.eps) * layer.norm1.weight.double()
+    w_in = layer.self_attn.in_proj.weight.detach().double()  # (d + 2 d_kv, d)
+    x = model.tok_embed.weight.detach().double()[ids]  # (B, n, d)
+    gain = layer.norm1.weight.detach().double()
+    h = x / torch.sqrt((x * x).mean(-1, keepdim=True) + layer.norm1.eps) * gain
     q = (h @ w_in[:32].T).view(2, 9, 4, 8).transpose(1, 2)  # (B, H, n, d_h)
     k = (h @ w_in[32:48].T).view(2, 9, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
     q, k = model.pos.rotary.rotate(q), model.pos.rotary.rotate(k)
