@@ -66,6 +66,10 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in [
         "the Neural Turing Machine's read and write weightings from a trained checkpoint"),
     Lab("captions", "attnlab.labs.captions",
         "where the captioner looks, word by word, from a trained checkpoint"),
+    Lab("induction", "attnlab.labs.induction",
+        "induction heads of SmolLM2-135M on repeated random tokens: prefix matching, copying, ablation"),
+    Lab("sinks", "attnlab.labs.sinks",
+        "SmolLM2-135M's attention on the first token by layer; window vs sinks + window; KV bytes (GQA)"),
 ]}
 
 

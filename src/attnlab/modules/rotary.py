@@ -69,7 +69,20 @@ class RotaryEmbedding(nn.Module):
         """
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x has head width {x.shape[-1]} but head_dim is {self.head_dim}")
-        rotation = self.rotations(x.shape[-2], offset, x)  # (n, d_h/2) complex
+        return self._turn(x, self.rotations(x.shape[-2], offset, x))  # (n, d_h/2) complex
+
+    def shift(self, x: Tensor, by: int) -> Tensor:
+        """Move rows of ``x`` ``(..., n, d_h)`` that were rotated at positions ``m`` to ``m + by``
+        (``by`` may be negative): one more rotation by ``by θ_i``, since rotations compose
+        (``R_{m+by} = R_by R_m``). A KV cache that evicts positions moves its later keys back so
+        (:func:`attnlab.generation.streaming.evict`)."""
+        if x.shape[-1] != self.head_dim:
+            raise ValueError(f"x has head width {x.shape[-1]} but head_dim is {self.head_dim}")
+        rotation = self.rotations(1, abs(by), x)  # (1, d_h/2): e^{i |by| θ_i}
+        return self._turn(x, rotation if by >= 0 else rotation.conj())
+
+    def _turn(self, x: Tensor, rotation: Tensor) -> Tensor:
+        """``x`` ``(..., n, d_h)`` times ``rotation`` ``(n or 1, d_h/2)`` complex, pair by pair."""
         pairs = x.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
         if pairs.stride(-1) != 1 or pairs.storage_offset() % 2 or any(s % 2 for s in pairs.stride()[:-1]):
             pairs = pairs.clone(memory_format=torch.contiguous_format)  # complex view: (re, im) adjacent
