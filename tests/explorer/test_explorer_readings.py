@@ -131,6 +131,7 @@ def test_smollm2_answers_a_64_token_text_with_30_layers_of_9_heads(smollm2, two_
     served = load_gpt("smollm2", command="serve")
     assert asked == [("smollm2", {"device": "cpu", "taker": "serve --gpt"})]
     assert (served.name, served.info["layers"], served.info["heads"]) == ("smollm2", 30, 9)
+    assert served.path.endswith("SmolLM2-135M-Instruct.Q4_1.gguf")  # what serve prints
     text = " ".join(["The cat sat on the mat and looked at the dog."] * 6)
     ids = smollm2.prompt_ids(text)[:64]
     text = smollm2.tokenizer.decode(ids)
@@ -145,3 +146,15 @@ def test_smollm2_answers_a_64_token_text_with_30_layers_of_9_heads(smollm2, two_
             record = client.get(f"/api/attention/{view['id']}/{layer}/{head}").content
             assert within_half_a_step(dequantize(record, 64, causal=True), exact[layer, head])
         assert len(np.frombuffer(base64.b64decode(view["thumbnail"]["data"]), np.uint8)) == 30 * 9 * 32 * 32
+
+
+def test_a_token_guards_the_records_too(models):
+    from attnlab.explorer.access import Access
+
+    token = "correct-horse-battery-staple"
+    bearer = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+    with api_client(models, access=Access(token=token)) as client:
+        reading = client.post("/api/attention", content=json.dumps({"text": TEXT}), headers=bearer).json()["id"]
+        assert client.get(f"/api/attention/{reading}/0/0", headers=bearer).status_code == 200
+        refused = client.get(f"/api/attention/{reading}/0/0")
+        assert refused.status_code == 401 and refused.json()["error"].startswith("this explorer's API needs")

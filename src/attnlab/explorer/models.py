@@ -143,7 +143,16 @@ def load_gpt(source: str, device: str = "cpu", command: str = "serve") -> Served
     config = model.config
     info = {"model_type": "gpt", "layers": config.num_layers, "heads": config.num_heads,
             "block_size": config.block_size, "vocab_size": config.vocab_size}
-    return Served("gpt", checkpoint_id(source), pipeline, info, path=source)
+    return Served("gpt", checkpoint_id(source), pipeline, info, path=_file_of(source))
+
+
+def _file_of(source: str) -> str:
+    """Where ``source`` was read from: itself, or the GGUF file a pretrained name stands for."""
+    if Path(source).exists():
+        return source
+    from attnlab.interop.gguf import pretrained_path
+
+    return str(pretrained_path(source))
 
 
 def default_bert() -> str | None:

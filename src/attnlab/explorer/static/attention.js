@@ -6,9 +6,12 @@
  * Self-contained: one global, window.attnlabAttention, no other script, no stylesheet; it draws
  * into the element it is given (the explorer's page, an exported file, a notebook cell).
  *
- *   var map = attnlabAttention.mount(element, source, {onSelect: function (layer, head) {}});
+ *   var map = attnlabAttention.mount(element, source, options);
+ *     options (all optional): layer, head (drawn first; default the last layer's first head),
+ *     scale ("log", "sqrt" or "row"; default "log"), onSelect(layer, head) after each head drawn
+ *   map.ready;                 // a Promise: the first head drawn
  *   map.select(layer, head);   // a Promise, resolved once that head is drawn (0-based)
- *   map.destroy();
+ *   map.destroy();             // also what mounting into the same element again does
  *
  * source = {tokens: [n strings], layers: L, heads: H, causal: bool,
  *           thumbnail: {size: t, data: base64 of L·H·t·t uint8, layer-major},
@@ -18,10 +21,11 @@
  *
  * A record (attnlab/explorer/quantize.py): n little-endian float32 row maxima m_i, then uint8
  * levels q_ij, row by row (row i: columns 0..i of a causal model, 0..n-1 otherwise); the weight
- * is q_ij · m_i / 255. Colour: white to blue by √weight (so small weights still show), by log
- * weight, or by each weight over its row's largest; above the diagonal of a causal model
- * (masked, never attended) grey. The element's data-drawn attribute
- * names the head on screen ("layer,head"), data-drawn-at when it was drawn (performance.now()).
+ * is q_ij · m_i / 255. Colour: white to blue by log weight over 10⁻⁴…1 (a row's weights below
+ * its own largest / 510 arrive as 0, white), by √weight, or by each weight over its row's
+ * largest; above the diagonal of a causal model (masked, never attended) grey; the thumbnails
+ * by √ of their block means. The element's data-drawn attribute names the head on screen
+ * ("layer,head"), data-drawn-at when it was drawn (performance.now()).
  */
 window.attnlabAttention = window.attnlabAttention || (function () {
   "use strict";
@@ -127,8 +131,9 @@ window.attnlabAttention = window.attnlabAttention || (function () {
     var ratio = window.devicePixelRatio || 1, labelled = n <= LABELS_UP_TO, margin = labelled ? MARGIN : 0;
     var cell = Math.max(1, Math.floor(SIDE / n)), side = cell * n;
     var thumb = Math.max(10, Math.min(40, Math.floor(SIDE / L) - 3)), gap = 3, gridLeft = 30, gridTop = 18;
-    var records = new Map(), pending = new Map(), current = null, wanted = 0, pinned = null;
+    var records = new Map(), pending = new Map(), current = null, wanted = 0, pinned = null, alive = true;
 
+    if (element.attnlabAttentionMap) element.attnlabAttentionMap.destroy();  // mounted again: the old one stops
     element.textContent = "";
     var bar = node("div", "margin:4px 0 8px");
     var layerPick = picker("layer", L, ""), headPick = picker("head", H, ""), scalePick = picker("colour", 0, "");
@@ -266,14 +271,18 @@ window.attnlabAttention = window.attnlabAttention || (function () {
       caption.textContent = n + " tokens · layer " + (layer + 1) + " of " + L + ", head " + (head + 1) +
         " of " + H;
       return load(layer, head).then(function (record) {
-        if (ticket !== wanted) return;  // another head was picked meanwhile
+        if (ticket !== wanted || !alive) return;  // another head was picked meanwhile
         drawMap(record);
         element.dataset.drawn = layer + "," + head;
         element.dataset.drawnAt = performance.now().toFixed(1);  // ms since the page began
         if (pinned !== null) explain(pinned);
         if (options.onSelect) options.onSelect(layer, head);
+      }, function (err) {  // e.g. a reading the server no longer keeps: said under the map
+        if (ticket === wanted && alive) note.textContent = err.message;
+        throw err;
       });
     }
+    function quietly(promise) { promise.catch(function () {}); }
 
     function cellAt(ev) {
       var box = map.getBoundingClientRect();
@@ -312,30 +321,45 @@ window.attnlabAttention = window.attnlabAttention || (function () {
       var at = cellAt(ev);
       if (at) { pinned = at[0]; explain(pinned); }
     });
-    grid.addEventListener("click", function (ev) {
+    function thumbnailAt(ev) {
       var box = grid.getBoundingClientRect();
       var h = Math.floor((ev.clientX - box.left - gridLeft) / (thumb + gap));
       var l = Math.floor((ev.clientY - box.top - gridTop) / (thumb + gap));
-      if (l >= 0 && h >= 0 && l < L && h < H) select(l, h);
+      return l >= 0 && h >= 0 && l < L && h < H ? [l, h] : null;
+    }
+    grid.addEventListener("click", function (ev) {
+      var at = thumbnailAt(ev);
+      if (at) quietly(select(at[0], at[1]));
+    });
+    grid.addEventListener("mousemove", function (ev) {  // the head under the pointer, fetched ahead of its click
+      var at = thumbnailAt(ev);
+      if (at) quietly(load(at[0], at[1]));
     });
     grid.addEventListener("keydown", function (ev) {
       var move = {ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1]}[ev.key];
       if (!move || !current) return;
       ev.preventDefault();
-      select(Math.max(0, Math.min(L - 1, current[0] + move[0])), Math.max(0, Math.min(H - 1, current[1] + move[1])));
+      quietly(select(Math.max(0, Math.min(L - 1, current[0] + move[0])),
+        Math.max(0, Math.min(H - 1, current[1] + move[1]))));
     });
-    function picked() { select(+layerPick.select.value, +headPick.select.value); }
+    function picked() { quietly(select(+layerPick.select.value, +headPick.select.value)); }
     layerPick.select.addEventListener("change", picked);
     scalePick.select.addEventListener("change", function () { if (shownRecord()) drawMap(shownRecord()); });
     headPick.select.addEventListener("change", picked);
 
     var start = options.layer === undefined ? L - 1 : options.layer;
-    var first = select(start, options.head || 0);
-    return {
+    var controller = {
       select: select,
-      ready: first,
-      destroy: function () { element.textContent = ""; records.clear(); }
+      ready: select(start, options.head || 0),
+      destroy: function () {
+        alive = false;
+        records.clear();
+        if (element.attnlabAttentionMap === controller) delete element.attnlabAttentionMap;
+        element.textContent = "";
+      }
     };
+    element.attnlabAttentionMap = controller;
+    return controller;
   }
 
   return {mount: mount, embedded: embedded, decode: decode, fromBase64: fromBase64, version: 1};
