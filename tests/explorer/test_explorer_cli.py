@@ -56,7 +56,8 @@ def test_refusals_before_serving(checkpoints, tmp_path, capsys):
     assert main(["serve", "--no-bert"]) == 2
     assert "nothing to serve: pass --translator CKPT, --gpt MODEL or --bert DIR" in capsys.readouterr().err
     assert main(["serve", "--gpt", str(translator), "--no-bert"]) == 2
-    assert "has model_type 'transformer'; serve --gpt takes gpt, lstm, lstmn checkpoints" in capsys.readouterr().err
+    why = "has model_type 'transformer'; serve --gpt takes gpt, lstm, lstmn checkpoints"
+    assert why in capsys.readouterr().err
     assert main(["serve", "--bert", str(tmp_path), "--gpt", str(gpt)]) == 2
     why = f"--bert {tmp_path}: not a checkpoint directory ({tmp_path} has no config.json)"
     assert why in capsys.readouterr().err

@@ -154,7 +154,8 @@ def test_a_token_guards_the_records_too(models):
     token = "correct-horse-battery-staple"
     bearer = {"authorization": f"Bearer {token}", "content-type": "application/json"}
     with api_client(models, access=Access(token=token)) as client:
-        reading = client.post("/api/attention", content=json.dumps({"text": TEXT}), headers=bearer).json()["id"]
+        answer = client.post("/api/attention", content=json.dumps({"text": TEXT}), headers=bearer)
+        reading = answer.json()["id"]
         assert client.get(f"/api/attention/{reading}/0/0", headers=bearer).status_code == 200
         refused = client.get(f"/api/attention/{reading}/0/0")
         assert refused.status_code == 401 and refused.json()["error"].startswith("this explorer's API needs")
