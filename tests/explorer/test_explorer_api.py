@@ -36,13 +36,15 @@ def test_page_and_its_files_are_served_and_reach_for_nothing_outside(client):
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'href="static/explorer.css"' in page.text
-    assert page.text.index('src="static/draw.js"') < page.text.index('src="static/explorer.js"')
-    for name, kind in [("draw.js", "javascript"), ("explorer.js", "javascript"), ("explorer.css", "css")]:
+    assert page.text.index('src="static/attention.js"') < page.text.index('src="static/draw.js"') < \
+        page.text.index('src="static/explorer.js"')
+    scripts = [(name, "javascript") for name in ("attention.js", "draw.js", "explorer.js")]
+    for name, kind in [*scripts, ("explorer.css", "css")]:
         response = client.get(f"/static/{name}")
         assert response.status_code == 200 and kind in response.headers["content-type"]
         assert not EXTERNAL.search(response.text), name
     assert not EXTERNAL.search(page.text)
-    for name in ("draw.js", "explorer.js"):  # the one URL: the SVG namespace, a name, never fetched
+    for name, _ in scripts:  # the one URL: the SVG namespace, a name, never fetched
         assert "http://" not in client.get(f"/static/{name}").text.replace("http://www.w3.org/2000/svg", "")
 
 
@@ -176,7 +178,7 @@ def test_a_model_not_loaded_is_a_503_naming_its_flag(models):
     with api_client(only, raise_errors=True) as lonely:
         gpt = post(lonely, "generate", {"prompt": "Hi"})
         assert gpt.status_code == 503
-        assert gpt.json()["error"] == "no gpt is loaded: start attnlab serve with --gpt CKPT"
+        assert gpt.json()["error"] == "no gpt is loaded: start attnlab serve with --gpt MODEL"
         heads = post(lonely, "heads", {"text": "it"})
         assert heads.status_code == 503 and "--bert DIR" in heads.json()["error"]
         assert lonely.get("/api/models").json()["gpt"] == []

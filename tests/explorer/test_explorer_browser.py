@@ -213,3 +213,84 @@ def test_the_exported_file_opens_from_disk(browser, models, tmp_path):
         check_heatmap(browser, data["translate"]["view"])
     finally:
         browser.switch_to.default_content()
+
+
+READ = "To be, or not"  # 13 characters, 13 tokens of the toy GPT (block 16)
+
+
+def click_at(driver, element, x: float, y: float) -> None:
+    """Click ``element`` at (x, y) CSS pixels from its top-left corner."""
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    ActionChains(driver).move_to_element_with_offset(
+        element, x - element.size["width"] / 2, y - element.size["height"] / 2).click().perform()
+
+
+def switch_head(driver, box, layer: int, head: int) -> None:
+    """Click the thumbnail of ``layer``'s ``head`` and wait until it is drawn in full."""
+    grid = box.find_element(By.CLASS_NAME, "attnlab-attention-grid")
+    step = float(grid.get_attribute("data-step"))
+    click_at(driver, grid, float(grid.get_attribute("data-left")) + (head + 0.5) * step,
+             float(grid.get_attribute("data-top")) + (layer + 0.5) * step)
+    WebDriverWait(driver, WAIT_S).until(lambda d: box.get_attribute("data-drawn") == f"{layer},{head}")
+
+
+def check_cell(driver, box, tokens, weights, i: int, j: int) -> None:
+    """Hover cell (i, j) of the drawn head: the tooltip names both tokens and the weight, the
+    float weight within half a quantization step (row i's largest / 510)."""
+    canvas = box.find_element(By.CLASS_NAME, "attnlab-attention-map")
+    margin, cell = float(canvas.get_attribute("data-margin")), float(canvas.get_attribute("data-cell"))
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", canvas)
+    ActionChains(driver).move_to_element_with_offset(
+        canvas, margin + (j + 0.5) * cell - canvas.size["width"] / 2,
+        margin + (i + 0.5) * cell - canvas.size["height"] / 2).perform()
+    tip = box.find_element(By.CLASS_NAME, "attnlab-attention-tip")
+    WebDriverWait(driver, WAIT_S).until(lambda d: tip.is_displayed() and f"({i + 1}) →" in tip.text)
+    label, weight = tip.text.rsplit(": ", 1)
+    assert label == f"{tokens[i]} ({i + 1}) → {tokens[j]} ({j + 1})"
+    if j > i:
+        assert weight == "masked"
+    else:
+        assert float(weight) == pytest.approx(float(weights[i, j]), abs=float(weights[i].max()) / 510 + 1e-4)
+
+
+def test_the_attention_map_draws_a_head_and_switches(browser, models, tmp_path):
+    exact = models.get("gpt").pipeline.attention(READ)
+    with serving(models) as base:
+        browser.get(base + "/")
+        root = browser.find_element(By.CLASS_NAME, "attnlab-explorer")
+        WebDriverWait(browser, WAIT_S).until(lambda d: root.get_attribute("data-models") == "loaded")
+        browser.find_element(By.CSS_SELECTOR, "[data-tab=attention]").click()
+        text = panel(browser, "attention").find_element(By.NAME, "text")
+        text.clear()
+        text.send_keys(READ)
+        panel(browser, "attention").find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait_state(browser, "attention")
+        box = panel(browser, "attention").find_element(By.CLASS_NAME, "attention-map")
+        assert box.get_attribute("data-n") == "13"
+        assert box.get_attribute("data-drawn") == "1,0"  # the last layer's first head
+        check_cell(browser, box, exact.tokens, exact.weights[1, 0], 12, 3)
+        switch_head(browser, box, 0, 1)
+        pickers = [Select(s) for s in box.find_elements(By.TAG_NAME, "select")]
+        layer, head = (picker.first_selected_option.text for picker in pickers[:2])
+        assert (layer, head) == ("1", "2")  # the pickers follow, counted from 1
+        check_cell(browser, box, exact.tokens, exact.weights[0, 1], 7, 7)
+        check_cell(browser, box, exact.tokens, exact.weights[0, 1], 2, 9)
+        pickers[0].select_by_visible_text("2")  # a picker switches too
+        WebDriverWait(browser, WAIT_S).until(lambda d: box.get_attribute("data-drawn") == "1,1")
+        check_cell(browser, box, exact.tokens, exact.weights[1, 1], 5, 0)
+        screenshot(browser, tmp_path, "explorer_attention.png")
+        fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        records = [url for url in fetched if "/api/attention/" in url]
+        assert len(records) == 3 and all(url.startswith(base + "/") for url in fetched)  # one fetch a head
+
+
+def test_the_exported_attention_map_inflates_its_heads_offline(browser, models, tmp_path):
+    data = export_views(models, prompt="To be", max_new_tokens=2, seed=1, text=READ)
+    exact = models.get("gpt").pipeline.attention(READ)
+    browser.get(write_page(tmp_path / "explorer.html", data).as_uri())
+    browser.find_element(By.CSS_SELECTOR, "[data-tab=attention]").click()
+    wait_state(browser, "attention")
+    box = panel(browser, "attention").find_element(By.CLASS_NAME, "attention-map")
+    switch_head(browser, box, 0, 0)
+    check_cell(browser, box, exact.tokens, exact.weights[0, 0], 10, 4)
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0

@@ -54,9 +54,10 @@ def test_serve_without_the_server_extra_names_the_install(checkpoints, monkeypat
 def test_refusals_before_serving(checkpoints, tmp_path, capsys):
     translator, gpt = checkpoints
     assert main(["serve", "--no-bert"]) == 2
-    assert "nothing to serve: pass --translator CKPT, --gpt CKPT or --bert DIR" in capsys.readouterr().err
+    assert "nothing to serve: pass --translator CKPT, --gpt MODEL or --bert DIR" in capsys.readouterr().err
     assert main(["serve", "--gpt", str(translator), "--no-bert"]) == 2
-    assert "has model_type 'transformer'; a language model is one of" in capsys.readouterr().err
+    why = "has model_type 'transformer'; serve --gpt takes gpt, lstm, lstmn checkpoints"
+    assert why in capsys.readouterr().err
     assert main(["serve", "--bert", str(tmp_path), "--gpt", str(gpt)]) == 2
     why = f"--bert {tmp_path}: not a checkpoint directory ({tmp_path} has no config.json)"
     assert why in capsys.readouterr().err
@@ -67,6 +68,15 @@ def test_refusals_before_serving(checkpoints, tmp_path, capsys):
         assert main(["serve", "--gpt", str(gpt), "--no-bert", "--port", str(port)]) == 2
     why = f"cannot listen on --host 127.0.0.1 --port {port}: Address already in use"
     assert why in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["serve", "export-html"])
+def test_a_gpt_neither_checkpoint_nor_file_nor_pretrained_name_is_one_line(command, tmp_path, capsys):
+    missing = tmp_path / "nope"
+    out = ["--out", str(tmp_path / "x.html")] if command == "export-html" else []
+    assert main([command, "--gpt", str(missing), "--no-bert", *out]) == 2
+    why = f"'{missing}' is neither a checkpoint directory, a GGUF file nor a pretrained model (smollm2)"
+    assert capsys.readouterr().err == f"attnlab {command}: error: --gpt {missing}: {why}\n"
 
 
 @pytest.mark.parametrize("command", ["serve", "export-html"])
@@ -218,11 +228,11 @@ def test_export_html_holds_the_views_and_reaches_for_nothing(checkpoints, tmp_pa
     models = ModelSet([load_translator(str(translator)), load_gpt(str(gpt))])
     expected = export_views(models, source="Die Katze schläft.", beam=2, prompt="Hi", max_new_tokens=9,
                             seed=3)
-    for key in ("translate", "generate", "heads"):
+    for key in ("translate", "generate", "attention", "heads"):
         assert data[key] == json.loads(json.dumps(expected[key])), key
     assert len(data["generate"]["view"]["events"]) == 9 + 2 and data["heads"] is None
     assert not re.search(r"""(src|href)\s*=|https?://(?!www\.w3\.org/2000/svg)|@import""", html)
-    assert html.count("<script") == 3 and "<style>" in html  # the data, draw.js and explorer.js; the style
+    assert html.count("<script") == 4 and "<style>" in html  # the data and the three scripts; the style
 
 
 @pytest.mark.parametrize(("flag", "value", "message"), [
@@ -245,7 +255,7 @@ def test_inline_data_cannot_close_its_script_or_fill_a_slot():
     html = render_page(data)
     (block,) = DATA_BLOCK.findall(html)
     assert json.loads(block) == data and block == json_for_html(data)
-    assert "alert(1)</script>" not in html and html.count("</script>") == 3
+    assert "alert(1)</script>" not in html and html.count("</script>") == 4
     assert html.count("{{SCRIPT}}") == 1 and html.count('querySelectorAll(".attnlab-explorer")') == 1
 
 

@@ -18,8 +18,8 @@ reader that stops reading (``attnlab generate ... | head -2``) ends the command 
     attnlab caption CHECKPOINT image.png [--attention out.png]
     attnlab finetune --checkpoint CKPT --config configs/shakespeare_vs_kjv.toml
     attnlab lab [NAME | all] [--out DIR] [--quick]
-    attnlab serve [--translator CKPT] [--gpt CKPT] [--bert DIR] [--host 127.0.0.1 --port 8000]
-    attnlab export-html [--translator CKPT] [--gpt CKPT] [--bert DIR] [--out explorer.html]
+    attnlab serve [--translator CKPT] [--gpt MODEL] [--bert DIR] [--host 127.0.0.1 --port 8000]
+    attnlab export-html [--translator CKPT] [--gpt MODEL] [--bert DIR] [--out explorer.html]
     attnlab demo [--pooling]
 
 The package: :mod:`.arguments` (every subcommand's arguments), :mod:`.options` (the bounded

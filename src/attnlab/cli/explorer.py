@@ -50,5 +50,5 @@ def export_html(args: argparse.Namespace) -> int:
     models = load_models(args)
     commands.export_html(models, args.out, source=args.src, beam=args.beam, prompt=args.prompt,
                          max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                         sentence=args.sentence)
+                         sentence=args.sentence, text=args.text)
     return 0

@@ -11,6 +11,8 @@ same views into one self-contained HTML file (:mod:`.export`). The pieces:
 * :mod:`.models` — loading the translator, the GPT and MiniLM (named by short ids), one
   worker and lock per model;
 * :mod:`.views` — what the page draws and the API returns, computed by attnlab;
+* :mod:`.readings` — a GPT's attention map (every layer and head over up to 512 tokens), kept
+  by the server and sent one head at a time, in the records of :mod:`.quantize`;
 * :mod:`.page` — the page from its vendored script and style (``static/``), linked or inline;
 * :mod:`.app` — the Starlette routes, streaming and JSON errors.
 

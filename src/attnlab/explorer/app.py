@@ -11,12 +11,20 @@
                           "top_k": 200, "top_p": null, "seed": null, "checkpoint": null}`` →
                           NDJSON, one event a line, streamed as sampled (:func:`.views.generate`)
     POST /api/heads       ``{"text": "..."}`` → MiniLM's head view (:func:`.views.head_view`)
+    POST /api/attention   ``{"text": "...", "checkpoint": null}`` → a GPT's attention map of the
+                          text: its tokens, shapes and every head's thumbnail, named by an
+                          ``id`` (:meth:`.readings.Reading.describe`); ``Server-Timing`` says
+                          how long the model took
+    GET  /api/attention/ID/LAYER/HEAD   one head's weights, a binary record
+                          (``application/octet-stream``, :mod:`.quantize`), answered on the
+                          event loop from the readings the server keeps (:class:`.readings.Readings`)
 
 Who may ask (:mod:`.access`, before any route): a ``Host`` that is not on the allow-list gets
 400 (DNS rebinding); with a token, an API request without ``Authorization: Bearer TOKEN`` gets
 401. A POST body must be ``Content-Type: application/json`` (else 415: an HTML form of another
 site cannot post to the API) of at most ``MAX_BODY_BYTES`` = 16,384 bytes, nested at most 16
-deep; texts and prompts of at most 400 characters; a German source of at most 128 subwords and
+deep; texts and prompts of at most 400 characters (a text for the attention map 4,000 and 512
+tokens); a German source of at most 128 subwords and
 a head-view sentence of at most 64 word pieces, counted after tokenization — over a cap: 413
 (:mod:`.requests`, :mod:`.bounds`). Beam 1..10, max_new_tokens 1..300, temperature 0 or
 0.001..10, top_k ≥ 1, top_p 0.001..1, seed ≥ 0; empty, malformed, non-UTF-8 or wrongly typed
@@ -55,6 +63,7 @@ from attnlab.explorer.errors import ApiError, invalid, too_long, without_paths
 from attnlab.explorer.jobs import Bounds, Cancelled, ClientLeft, Job, watch_disconnect
 from attnlab.explorer.models import ModelSet, Served
 from attnlab.explorer.page import STATIC, render_page
+from attnlab.explorer.readings import Readings, read_text, reading_id
 from attnlab.explorer.requests import (
     LIMITS,
     MAX_BODY_BYTES,
@@ -62,6 +71,7 @@ from attnlab.explorer.requests import (
     generate_request,
     heads_request,
     parse_body,
+    read_request,
     translate_request,
 )
 
@@ -160,6 +170,7 @@ def create_app(models: ModelSet, *, access: Access | None = None, limits: Bounds
     ``access`` allows (default: loopback names, no token) within ``limits`` (default:
     :class:`.jobs.Bounds`)."""
     limits = limits or Bounds()
+    readings = Readings()
 
     async def page(request: Request) -> Response:
         return HTMLResponse(render_page())
@@ -195,6 +206,21 @@ def create_app(models: ModelSet, *, access: Access | None = None, limits: Bounds
         view = await answer(request, served, Job(limits), bounds.heads, served.pipeline, req.text)
         return JSONResponse(view)
 
+    async def attention(request: Request) -> Response:
+        req = read_request(parse_body(await read_body(request)))
+        served = models.get("gpt", req.checkpoint)
+        found, seconds = readings.find(reading_id(served.name, req.text)), 0.0
+        if found is None:  # a text read before costs nothing
+            found = readings.add(await answer(request, served, Job(limits), read_text, served.pipeline,
+                                              req.text, served.name))
+            seconds = found.seconds
+        return JSONResponse(found.describe(), headers={"Server-Timing": f"model;dur={seconds * 1000:.1f}"})
+
+    async def attention_head(request: Request) -> Response:
+        params = request.path_params
+        record = readings.get(params["reading"]).record(params["layer"], params["head"])
+        return Response(record, media_type="application/octet-stream")
+
     routes = [
         Route("/", page),
         Route("/api/health", health),
@@ -202,6 +228,8 @@ def create_app(models: ModelSet, *, access: Access | None = None, limits: Bounds
         Route("/api/translate", translate, methods=["POST"]),
         Route("/api/generate", generate, methods=["POST"]),
         Route("/api/heads", heads, methods=["POST"]),
+        Route("/api/attention", attention, methods=["POST"]),
+        Route("/api/attention/{reading}/{layer:int}/{head:int}", attention_head),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes, middleware=[Middleware(Guard, access=access or Access())],

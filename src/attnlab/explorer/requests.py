@@ -5,10 +5,13 @@ A body is one JSON object of at most :data:`MAX_BODY_BYTES` bytes, UTF-8, sent a
 
 * :data:`MAX_BODY_BYTES` = 16,384 — the whole request body;
 * :data:`MAX_TEXT_CHARS` = 400 — the German to translate, a GPT prompt, a head-view sentence;
+* :data:`MAX_READ_CHARS` = 4,000 — a text for the attention map;
 * :data:`MAX_SOURCE_TOKENS` = 128 — the subwords of the German to translate, after its
   tokenization (400 characters may be 1,600 byte-level tokens);
 * :data:`MAX_SENTENCE_TOKENS` = 64 — MiniLM word pieces of a head-view sentence, ``[CLS]`` and
-  ``[SEP]`` included (both token caps are checked by :mod:`.bounds`, which holds the tokenizers).
+  ``[SEP]`` included (both token caps are checked by :mod:`.bounds`, which holds the tokenizers);
+* :data:`MAX_READ_TOKENS` = 512 — the tokens of a text for the attention map, after its
+  tokenization (checked by :mod:`.readings`).
 
 Bounds on the work of one request: a translation's output has at most
 :data:`MAX_OUTPUT_TOKENS` = 160 subwords (fewer when the checkpoint's recipe says so), so a beam
@@ -46,9 +49,11 @@ from attnlab.parsing import nesting_depth
 
 MAX_BODY_BYTES = 16_384
 MAX_TEXT_CHARS = 400
+MAX_READ_CHARS = 4000
 MAX_SOURCE_TOKENS = 128
 MAX_OUTPUT_TOKENS = 160
 MAX_SENTENCE_TOKENS = 64
+MAX_READ_TOKENS = 512
 MAX_JSON_DEPTH = 16
 MAX_INTEGER_DIGITS = 100
 MAX_QUEUE = 64
@@ -64,10 +69,13 @@ MAX_SEED = 2**63 - 1
 DEFAULT_SOURCE = "Ein Hund läuft über die Wiese."
 DEFAULT_PROMPT = "ROMEO:"
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
+DEFAULT_READING = ("The animal didn't cross the street because it was too tired. It lay down by the "
+                   "river bank and slept until the sun rose over the hills.")
 """The inputs ``attnlab export-html`` shows when given none (the page's own defaults too)."""
 
 LIMITS = {
     "max_body_bytes": MAX_BODY_BYTES, "max_json_depth": MAX_JSON_DEPTH, "max_text_chars": MAX_TEXT_CHARS,
+    "max_read_chars": MAX_READ_CHARS, "max_read_tokens": MAX_READ_TOKENS,
     "max_source_tokens": MAX_SOURCE_TOKENS, "max_output_tokens": MAX_OUTPUT_TOKENS,
     "max_sentence_tokens": MAX_SENTENCE_TOKENS, "max_beam": MAX_BEAM,
     "max_new_tokens": MAX_NEW_TOKENS, "min_temperature": MIN_TEMPERATURE, "max_temperature": MAX_TEMPERATURE,
@@ -97,6 +105,14 @@ class GenerateRequest:
     top_k: int | None = 200
     top_p: float | None = None
     seed: int | None = None
+    checkpoint: str | None = None
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    """``POST /api/attention``: a ``text`` for a GPT to read (its attention map)."""
+
+    text: str
     checkpoint: str | None = None
 
 
@@ -162,8 +178,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def text_field(body: dict[str, Any], name: str) -> str:
-    """A required, non-blank string of at most :data:`MAX_TEXT_CHARS` characters."""
+def text_field(body: dict[str, Any], name: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """A required, non-blank string of at most ``limit`` characters."""
     value = body.get(name)
     if value is None:
         raise invalid(f"{name} is required: a non-empty string")
@@ -175,8 +191,8 @@ def text_field(body: dict[str, Any], name: str) -> str:
         raise invalid(f"{name} is not valid Unicode (a lone surrogate at character {err.start})") from None
     if not value.strip():
         raise invalid(f"{name} must not be empty")
-    if len(value) > MAX_TEXT_CHARS:
-        raise too_long(f"{name} has {len(value)} characters; the limit is {MAX_TEXT_CHARS}")
+    if len(value) > limit:
+        raise too_long(f"{name} has {len(value)} characters; the limit is {limit}")
     return value
 
 
@@ -247,3 +263,10 @@ def heads_request(body: dict[str, Any]) -> HeadsRequest:
     """The checked fields of a head-view request."""
     _check_fields(body, HeadsRequest)
     return HeadsRequest(text=text_field(body, "text"))
+
+
+def read_request(body: dict[str, Any]) -> ReadRequest:
+    """The checked fields of an attention-map request."""
+    _check_fields(body, ReadRequest)
+    return ReadRequest(text=text_field(body, "text", MAX_READ_CHARS),
+                       checkpoint=optional_string(body, "checkpoint"))

@@ -17,6 +17,9 @@ draw the same data.
   watched).
 * :func:`head_view` — every MiniLM layer and head ``(L, H, n, n)`` over one sentence's word
   pieces (Steinert-Threlkeld (Transformers I), "Attention Visualization: Coreference?").
+
+A GPT's attention map over up to 512 tokens, far too large for nested lists (SmolLM2: 283 MB as
+float32), is not one of these: :mod:`.readings` keeps it and sends it a head at a time.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 /* attnlab attention explorer: the three panels, the JSON API and the exported data.
  *
  * Each element .attnlab-explorer on the page is one explorer. Served by `attnlab serve`, it asks
- * the JSON API next to it (api/models, api/translate, api/generate, api/heads), always as
+ * the JSON API next to it (api/models, api/translate, api/generate, api/attention, api/heads), always as
  * application/json; when the server asks for a token (`attnlab serve --token`), the address it
  * printed carries ?token=..., which the page keeps for its tab (sessionStorage), removes from the
  * address bar and sends as "Authorization: Bearer ..." with every API request. Written by
  * `attnlab export-html`, it holds its views in a JSON script block of class attnlab-data and
- * never touches the network. Drawing is draw.js's (window.attnlabDraw), loaded first.
+ * never touches the network. Drawing is draw.js's (window.attnlabDraw) and, for the GPT's attention
+ * map, attention.js's (window.attnlabAttention), both loaded first.
  */
 (function () {
   "use strict";
@@ -144,6 +145,29 @@
     return {show: function (data) { data.events.forEach(onEvent); }};
   }
 
+  function attentionPanel(panel, ctx) {
+    var form = panel.querySelector("form"), box = panel.querySelector(".attention-map");
+    function show(v, source) {
+      panel.querySelector(".result").hidden = false;
+      var cut = v.dropped ? " (the last " + v.n + " of " + (v.n + v.dropped) + ": the model's context)" : "";
+      window.attnlabAttention.mount(box, source).ready.then(function () {
+        setStatus(panel, counted(v.n, "token") + cut + ", " + counted(v.layers, "layer") + " × " +
+          counted(v.heads, "head") + "; click a head, hover a cell", "ready");
+      }, function (err) { setStatus(panel, err.message, "error"); });
+    }
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      setStatus(panel, "reading…", "loading");
+      var body = {text: form.elements.text.value, checkpoint: form.elements.checkpoint.value || null};
+      ctx.post("attention", body).then(function (v) {
+        var prefix = "attention/" + encodeURIComponent(v.id) + "/";
+        show(v, {tokens: v.tokens, layers: v.layers, heads: v.heads, causal: v.causal, thumbnail: v.thumbnail,
+          record: function (layer, head) { return ctx.bytes(prefix + layer + "/" + head); }});
+      }, function (err) { setStatus(panel, err.message, "error"); });
+    });
+    return {show: function (v) { show(v, window.attnlabAttention.embedded(v)); }};
+  }
+
   function headsPanel(panel, ctx) {
     var form = panel.querySelector("form"), layer = panel.querySelector("[name=layer]");
     var head = panel.querySelector("[name=head]"), view = null;
@@ -216,6 +240,11 @@
     return {
       get: function (path) { return request(path).then(function (r) { return r.json(); }); },
       post: function (path, body) { return request(path, body).then(function (r) { return r.json(); }); },
+      bytes: function (path) {
+        return request(path).then(function (r) { return r.arrayBuffer(); }).then(function (b) {
+          return new Uint8Array(b);
+        });
+      },
       stream: function (path, body, onEvent) {
         return request(path, body).then(function (r) {
           var reader = r.body.getReader(), decoder = new TextDecoder(), buffer = "";
@@ -235,8 +264,8 @@
     };
   }
 
-  var FLAGS = {translate: ["translator", "--translator CKPT"], generate: ["gpt", "--gpt CKPT"],
-    heads: ["bert", "--bert DIR"]};
+  var FLAGS = {translate: ["translator", "--translator CKPT"], generate: ["gpt", "--gpt MODEL"],
+    attention: ["gpt", "--gpt MODEL"], heads: ["bert", "--bert DIR"]};
 
   function configure(root, panels, models) {
     Object.keys(FLAGS).forEach(function (name) {
@@ -251,7 +280,7 @@
         loaded.forEach(function (m) { pickCheckpoint.appendChild(new Option(m.checkpoint, m.checkpoint)); });
       }
       Array.prototype.forEach.call(form.querySelectorAll("textarea"), function (area) {
-        area.maxLength = models.limits.max_text_chars;
+        area.maxLength = name === "attention" ? models.limits.max_read_chars : models.limits.max_text_chars;
       });
       if (name === "translate") {
         for (var b = 1; b <= models.limits.max_beam; b++) {
@@ -284,6 +313,7 @@
     ctx.tip = tip;
     var panels = {translate: translatePanel(root.querySelector("[data-panel=translate]"), ctx),
       generate: generatePanel(root.querySelector("[data-panel=generate]"), ctx),
+      attention: attentionPanel(root.querySelector("[data-panel=attention]"), ctx),
       heads: headsPanel(root.querySelector("[data-panel=heads]"), ctx)};
     root.querySelectorAll(".tabs button").forEach(function (button) {
       button.addEventListener("click", function () {
