@@ -58,6 +58,8 @@ def _check_layers(report, counts: dict[str, int], root: str) -> None:
         {},
         {"activation": "swiglu", "d_ff": 48, "positional": "alibi"},
         {"positional": "rope", "norm_first": False},
+        {"positional": "rope", "num_kv_heads": 2, "activation": "swiglu", "d_ff": 48},  # grouped-query
+        {"num_kv_heads": 1},  # multi-query
     ],
 )
 def test_gpt_flops_equal_counted_matmuls(seq_len: int, overrides: dict) -> None:
@@ -161,7 +163,7 @@ def test_decoding_flops_equal_counted_greedy_search(prompt_len: int) -> None:
 
     torch.manual_seed(0)
     config = GPTConfig(vocab_size=37, block_size=24, d_model=32, num_heads=4, num_layers=2,
-                       positional="rope")
+                       positional="rope", num_kv_heads=2)
     model = GPT(config).eval()
     prompt = torch.randint(0, 37, (BATCH, prompt_len))
     for use_cache in (True, False):

@@ -149,15 +149,18 @@ class FlopReport:
 
 
 def attention_cost(
-    n_q: int, n_k: int, d: int, num_heads: int, batch_size: int = 1, *, new_keys: int | None = None
+    n_q: int, n_k: int, d: int, num_heads: int, batch_size: int = 1, *, new_keys: int | None = None,
+    kv_width: int | None = None,
 ) -> AttentionCost:
     """FLOPs of multi-head attention from ``n_q`` queries to ``n_k`` keys of width ``d``.
 
     ``new_keys``: keys and values this call projects (default ``n_k``); with a KV cache only
-    the new tokens' are, the others are read from the cache."""
-    b, m = batch_size, n_k if new_keys is None else new_keys
+    the new tokens' are, the others are read from the cache. ``kv_width``: the width of the keys
+    and values, ``H_kv · d_h`` (default ``d``; smaller with grouped-query heads, whose scores
+    and weighted values cost the same as multi-head attention's)."""
+    b, m, kv = batch_size, n_k if new_keys is None else new_keys, d if kv_width is None else kv_width
     return AttentionCost(
-        qkv=2 * b * (n_q * d * d + 2 * m * d * d),  # X W_q, M W_k, M W_v
+        qkv=2 * b * (n_q * d * d + 2 * m * d * kv),  # X W_q, M W_k, M W_v
         scores=2 * b * n_q * n_k * d,  # Q Kᵀ over all heads: H · (n_q × d_h)·(d_h × n_k)
         weighted_values=2 * b * n_q * n_k * d,  # softmax(S) V: H · (n_q × n_k)·(n_k × d_h)
         out_proj=2 * b * n_q * d * d,  # [H_1 … H_H] W_o
@@ -267,7 +270,8 @@ def kv_cache_bytes(config: GPTConfig, tokens: int, *, batch_size: int = 1, bytes
 def _decoder_forward(config: GPTConfig, new: int, context: int, batch_size: int) -> int:
     """A GPT forward pass over ``new`` tokens whose keys end a context of ``context`` tokens."""
     d = config.d_model
-    attn = attention_cost(new, context, d, config.num_heads, batch_size, new_keys=new)
+    attn = attention_cost(new, context, d, config.num_heads, batch_size, new_keys=new,
+                          kv_width=_kv_width(config))
     ffn = ffn_cost(new, d, config.ffn_dim, config.activation, batch_size)
     return config.num_layers * (attn.total + ffn) + 2 * batch_size * new * d * config.vocab_size
 
@@ -346,11 +350,16 @@ def convolution_path_length(n: int, kernel_size: int, *, dilated: bool = True) -
 def _layers(
     prefix: str, count: int, n: int, memory_len: int | None, config, batch_size: int
 ) -> tuple[LayerCost, ...]:
-    d, h = config.d_model, config.num_heads
-    self_attn = attention_cost(n, n, d, h, batch_size)
-    cross = None if memory_len is None else attention_cost(n, memory_len, d, h, batch_size)
+    d, h, kv = config.d_model, config.num_heads, _kv_width(config)
+    self_attn = attention_cost(n, n, d, h, batch_size, kv_width=kv)
+    cross = None if memory_len is None else attention_cost(n, memory_len, d, h, batch_size, kv_width=kv)
     ffn = ffn_cost(n, d, config.ffn_dim, config.activation, batch_size)
     return tuple(LayerCost(f"{prefix}.{i}", self_attn, cross, ffn) for i in range(count))
+
+
+def _kv_width(config) -> int:
+    """``H_kv · d_h``: the keys' and values' width (grouped-query heads: fewer than ``H``)."""
+    return (config.num_kv_heads or config.num_heads) * config.head_dim
 
 
 def _check_lengths(*lengths: int) -> None:
