@@ -26,6 +26,7 @@ it as is; elsewhere such rows are opened and their output zeroed afterwards.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -34,6 +35,7 @@ from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import _disable_current_modes  # the probe stays unseen
 
+from attnlab.attention import groups
 from attnlab.attention.masks import allowed_keys, causal_mask, combine_masks
 
 # Longest key sequence for which the explicit path beats PyTorch's CPU flash kernel in half
@@ -79,12 +81,12 @@ def _causal_in_place(q: Tensor, k: Tensor, v: Tensor, dropout: float, scale: flo
     its own key, so no row needs the all-blocked fix of ``masked_softmax``; future keys are set
     to ``-inf`` in place and the softmax runs in float32 in one call."""
     n_q, n_k = q.shape[-2], k.shape[-2]
-    scores = (q * scale) @ k.transpose(-2, -1)  # (..., n_q, n_k)
+    scores = groups.scores(q * scale, k)  # (..., n_q, n_k)
     future = ~causal_mask(n_q, n_k, device=q.device)  # (n_q, n_k) True = blocked
     weights = torch.softmax(scores.masked_fill_(future, float("-inf")), dim=-1, dtype=torch.float32)
     weights = weights.to(q.dtype)
     dropped = F.dropout(weights, dropout) if dropout > 0 else weights
-    return dropped @ v  # (..., n_q, d_v)
+    return groups.mix(dropped, v)  # (..., n_q, d_v)
 
 
 def fused_attention(
@@ -94,24 +96,28 @@ def fused_attention(
     causal triangle bottom-right aligned (a KV cache's queries are the last ones) and zeros for
     a query whose every key is blocked."""
     n_q, n_k = q.shape[-2], k.shape[-2]
+    if groups.grouped(q, k):  # PyTorch's kernel reads the shared heads itself
+        attend = functools.partial(F.scaled_dot_product_attention, enable_gqa=True)
+    else:
+        attend = F.scaled_dot_product_attention
     if is_causal and (mask is not None or n_q != n_k):
         # PyTorch's is_causal aligns the triangle top-left; ours is bottom-right (KV cache).
         mask = combine_masks(mask, causal_mask(n_q, n_k, device=q.device))
         is_causal = False
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=is_causal, scale=scale)
+        return attend(q, k, v, dropout_p=dropout, is_causal=is_causal, scale=scale)
     if mask.is_floating_point():
         mask = mask.to(q.dtype)
     compiling = torch.compiler.is_compiling()
     if dropout == 0.0 and not compiling and kernel_zeroes_blocked_rows(q.device, q.dtype):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        return attend(q, k, v, attn_mask=mask, scale=scale)
     # Rows with every key blocked would give NaN inside the kernel: open them, then zero them.
     has_key = allowed_keys(mask).any(dim=-1, keepdim=True)  # (..., n_q, 1)
     # Nothing to fix? Answering needs a host sync: only in eager mode on the CPU.
     if not compiling and mask.device.type == "cpu" and bool(has_key.all()):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
+        return attend(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
     safe_mask = mask.masked_fill(~has_key, True if mask.dtype == torch.bool else 0.0)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout, scale=scale)
+    out = attend(q, k, v, attn_mask=safe_mask, dropout_p=dropout, scale=scale)
     return out.masked_fill(~has_key, 0.0)  # (..., n_q, d_v)
 
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.core import scaled_dot_product_attention
+from attnlab.attention.linear import Linear
 from attnlab.attention.masks import as_attention_mask
 from attnlab.validation import (
     check_floating,
@@ -179,12 +180,12 @@ class MultiHeadAttention(nn.Module):
         self.rotary = rotary
         self.packed = self.kdim == d_model and self.vdim == d_model
         if self.packed:  # one (d + 2 d_kv, d) matrix: a single matmul for self-attention
-            self.in_proj = nn.Linear(d_model, d_model + 2 * self.kv_dim, bias=bias)
+            self.in_proj = Linear(d_model, d_model + 2 * self.kv_dim, bias=bias)
         else:
-            self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.k_proj = nn.Linear(self.kdim, self.kv_dim, bias=bias)
-            self.v_proj = nn.Linear(self.vdim, self.kv_dim, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+            self.q_proj = Linear(d_model, d_model, bias=bias)
+            self.k_proj = Linear(self.kdim, self.kv_dim, bias=bias)
+            self.v_proj = Linear(self.vdim, self.kv_dim, bias=bias)
+        self.out_proj = Linear(d_model, d_model, bias=bias)
 
     def _split_heads(self, t: Tensor, heads: int | None = None) -> Tensor:
         b, n, _ = t.shape
@@ -269,9 +270,7 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.k, cache.v
             else:
                 k, v = cache.append(k, v)  # (B, H_kv, n_k, d_h)
-        if self.num_kv_heads != self.num_heads:  # each shared head serves its group of queries
-            groups = self.num_heads // self.num_kv_heads
-            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # (B, H, n_k, d_h)
+        # k, v (B, H_kv, n_k, d_h): each shared head serves its group of H / H_kv queries (attention.groups)
         out = scaled_dot_product_attention(
             q, k, v, mask,
             is_causal=is_causal and q.shape[-2] > 1,  # one query, the last: it sees every key
