@@ -318,8 +318,9 @@ def main(argv: list[str] | None = None) -> None:
     peaks: dict[tuple[str, str], dict[int, int]] = {}
     for name in [] if args.no_memory else names:
         for dtype in args.dtypes:
-            again = name == "llama.cpp" and dtype != args.dtypes[0]  # its own precision: measured once
-            peaks[name, dtype] = peaks[name, args.dtypes[0]] if again else peak_memory(name, dtype, file, args)
+            first = args.dtypes[0]
+            again = name == "llama.cpp" and dtype != first  # its own precision: measured once
+            peaks[name, dtype] = peaks[name, first] if again else peak_memory(name, dtype, file, args)
     sides = {name: make_side(name, file, args) for name in names}
     reference: dict[int, list[list[int]]] = {}
     for dtype in args.dtypes:
