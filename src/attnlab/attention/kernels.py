@@ -12,11 +12,12 @@ slower than the formula — its backward most of all (B·n = 4,500 tokens, 4 hea
 cores: n = 18 forward + backward 46 ms fused vs 6 ms explicit; n = 256 29 vs 21 ms; n = 512
 48 vs 58 ms). :func:`dispatch` therefore runs the formula there (``n_k ≤ 256`` with
 gradients, ``n_k ≤ 128`` without, and a single query — a cached decoding step — from 2,048
-scores, rows × heads × keys), its softmax in float32. ``benchmarks/attention_threshold.py``
-re-measures the crossover on the CPU it runs on (docs/benchmarks.md: on the AMD EPYC without
-AMX, forward-only explicit wins up to 128 keys; a single query wins 1.5-5× above 1,000-4,000
-scores and loses below; in training, the whole GPT step at 256 keys ran 1.12-1.15× the
-reference with the explicit path against 0.99-1.02× with the fused one).
+scores, rows × heads × keys, or on one thread from scores × d_h = 32,768), its softmax in
+float32. ``benchmarks/attention_threshold.py`` re-measures the crossover on the CPU it runs on
+(docs/benchmarks.md: on the AMD EPYC without AMX, forward-only explicit wins up to 128 keys; a
+single query wins 1.5-5× above 1,000-4,000 scores and loses below; in training, the whole GPT
+step at 256 keys ran 1.12-1.15× the reference with the explicit path against 0.99-1.02× with
+the fused one).
 
 **Fully blocked rows.** docs/design.md asks zeros (and finite gradients) for a query whose
 every key is blocked. Where PyTorch's kernel already gives them (torch 2.13's CPU kernels do:
@@ -47,6 +48,11 @@ EXPLICIT_MAX_KEYS_INFER = 128
 # explicit path's is nearly flat (~60 µs of bf16 bmm set-up); they crossed near 512 scores on
 # one thread and near 4,096 on two.
 EXPLICIT_MIN_STEP_SCORES = 2048
+# On one thread, measured again once grouped-query heads were no longer copied (SmolLM2's 9 query
+# heads over 3 shared, d_h 64, and 6 or 4 heads of 64 or 32): the explicit path 33-52 µs at 1-8
+# rows and 16-512 keys, the kernel about 0.08 µs a score at d_h 64 and 0.04 at d_h 32 — crossing
+# near scores × d_h = 32,768 (512 scores at d_h 64).
+EXPLICIT_MIN_STEP_WORK_ONE_THREAD = 32_768
 
 Formula = Callable[..., tuple[Tensor, Tensor]]
 
@@ -72,7 +78,10 @@ def explicit_is_faster(q: Tensor, k: Tensor) -> bool:
         return False
     training = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
     if not training and q.shape[-2] == 1:  # a decoding step: rows × heads × keys scores
-        return q.numel() // q.shape[-1] * k.shape[-2] >= EXPLICIT_MIN_STEP_SCORES
+        scores = q.numel() // q.shape[-1] * k.shape[-2]
+        if torch.get_num_threads() == 1:
+            return scores * q.shape[-1] >= EXPLICIT_MIN_STEP_WORK_ONE_THREAD
+        return scores >= EXPLICIT_MIN_STEP_SCORES
     return k.shape[-2] <= (EXPLICIT_MAX_KEYS_TRAIN if training else EXPLICIT_MAX_KEYS_INFER)
 
 

@@ -203,6 +203,18 @@ class MultiHeadAttention(nn.Module):
         b = self.in_proj.bias
         return F.linear(t, self.in_proj.weight[rows], None if b is None else b[rows])
 
+    def _self_heads(self, x: Tensor, offset: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention's queries ``(B, H, n, d_h)``, keys and values ``(B, H_kv, n, d_h)`` from
+        one matmul; with a rotary embedding, queries and keys (positions ``offset..``) are rotated
+        in one call, side by side."""
+        h, h_kv = self.num_heads, self.num_kv_heads
+        b, n, _ = x.shape
+        heads = self.in_proj(x).view(b, n, h + 2 * h_kv, self.head_dim).transpose(1, 2)  # (B, H+2Hkv, n, d_h)
+        if self.rotary is None:
+            return heads.split([h, h_kv, h_kv], dim=1)
+        q, k = self.rotary(heads[:, : h + h_kv], None, offset)[0].split([h, h_kv], dim=1)
+        return q, k, heads[:, h + h_kv :]
+
     def _project(
         self, x: Tensor, memory: Tensor, value: Tensor | None
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
@@ -248,21 +260,13 @@ class MultiHeadAttention(nn.Module):
         cross = memory is not None
         if cross and cache is not None and cache.static and len(cache) > 0:
             memory = _CACHED  # cross-attention keys/values were computed at the first step
-        if memory is None and self.num_kv_heads == self.num_heads:  # self-attention: one matmul, one view
-            b, n, _ = x.shape
-            qkv = self.in_proj(x).view(b, n, 3, self.num_heads, self.head_dim)  # (B, n, 3, H, d_h)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, H, n, d_h)
-        elif memory is None:  # grouped: the queries' H heads, the keys' and values' H_kv
-            q, k, v = self.in_proj(x).split([self.d_model, self.kv_dim, self.kv_dim], dim=-1)
-            q, k, v = self._split_heads(q), self._kv_heads(k), self._kv_heads(v)  # (B, H | H_kv, n, d_h)
+        if memory is None:  # self-attention: one matmul, one view
+            q, k, v = self._self_heads(x, 0 if cache is None else len(cache))
         else:
             q, k, v = self._project(x, memory, value)
             q = self._split_heads(q)  # (B, H, n_q, d_h)
             if k is not None:
                 k, v = self._kv_heads(k), self._kv_heads(v)  # (B, H_kv, n_new, d_h)
-        offset = len(cache) if (cache is not None and not cross) else 0
-        if self.rotary is not None and not cross:
-            q, k = self.rotary(q, k, offset)
         if cache is not None:
             if cross:
                 if k is not None:
