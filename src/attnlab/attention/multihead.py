@@ -204,16 +204,15 @@ class MultiHeadAttention(nn.Module):
         return F.linear(t, self.in_proj.weight[rows], None if b is None else b[rows])
 
     def _self_heads(self, x: Tensor, offset: int) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention's queries ``(B, H, n, d_h)``, keys and values ``(B, H_kv, n, d_h)`` from
-        one matmul; with a rotary embedding, queries and keys (positions ``offset..``) are rotated
-        in one call, side by side."""
+        """Self-attention's queries ``(B, H, n, d_h)``, keys and values ``(B, H_kv, n, d_h)``: one
+        matmul, one view; queries and keys rotated (positions ``offset..``) by a rotary embedding."""
         h, h_kv = self.num_heads, self.num_kv_heads
         b, n, _ = x.shape
         heads = self.in_proj(x).view(b, n, h + 2 * h_kv, self.head_dim).transpose(1, 2)  # (B, H+2Hkv, n, d_h)
-        if self.rotary is None:
-            return heads.split([h, h_kv, h_kv], dim=1)
-        q, k = self.rotary(heads[:, : h + h_kv], None, offset)[0].split([h, h_kv], dim=1)
-        return q, k, heads[:, h + h_kv :]
+        q, k, v = heads.split([h, h_kv, h_kv], dim=1)
+        if self.rotary is not None:
+            q, k = self.rotary(q, k, offset)
+        return q, k, v
 
     def _project(
         self, x: Tensor, memory: Tensor, value: Tensor | None
