@@ -17,9 +17,14 @@ PACKS = packing_available(torch.float32)
 needs_packing = pytest.mark.skipif(not PACKS, reason="this torch build has no oneDNN inner product")
 
 
-def _layer(bias: bool = True, dtype: torch.dtype = torch.float32) -> Linear:
+def _layer(bias: bool = True, dtype: torch.dtype = torch.float32, size: int = 24) -> Linear:
     torch.manual_seed(0)
-    return Linear(24, 40, bias=bias).to(dtype)
+    return Linear(size, size + 16, bias=bias).to(dtype)
+
+
+def _big(**kw) -> Linear:
+    """A float32 weight of 512 × 528 > 2^18: packed even for one row."""
+    return _layer(size=512, **kw)
 
 
 def test_it_is_an_nn_linear_with_the_same_parameters():
@@ -60,7 +65,7 @@ def test_a_non_contiguous_input_gives_the_same_values():
 
 @needs_packing
 def test_the_packed_weight_is_made_once_and_reused():
-    layer, x = _layer(), torch.randn(2, 24)
+    layer, x = _big(), torch.randn(2, 512)
     assert layer._packed is None
     with torch.inference_mode():
         layer(x)
@@ -72,7 +77,7 @@ def test_the_packed_weight_is_made_once_and_reused():
 @needs_packing
 @pytest.mark.parametrize("change", ["optimizer", "copy", "load_state_dict", "assign"])
 def test_a_changed_weight_is_packed_again(change):
-    layer, x = _layer(), torch.randn(2, 24)
+    layer, x = _big(), torch.randn(2, 512)
     with torch.inference_mode():
         before = layer(x)
     if change == "optimizer":
@@ -80,11 +85,11 @@ def test_a_changed_weight_is_packed_again(change):
         torch.optim.SGD(layer.parameters(), lr=1.0).step()
     elif change == "copy":
         with torch.no_grad():
-            layer.weight.copy_(torch.randn(40, 24))
+            layer.weight.copy_(torch.randn(528, 512))
     elif change == "load_state_dict":
-        layer.load_state_dict({"weight": torch.randn(40, 24), "bias": torch.randn(40)})
+        layer.load_state_dict({"weight": torch.randn(528, 512), "bias": torch.randn(528)})
     else:
-        layer.weight = nn.Parameter(torch.randn(40, 24))
+        layer.weight = nn.Parameter(torch.randn(528, 512))
     with torch.inference_mode():
         after = layer(x)
     assert not torch.allclose(after, before)
@@ -93,13 +98,13 @@ def test_a_changed_weight_is_packed_again(change):
 
 @needs_packing
 def test_training_to_and_copies_keep_no_packed_weight():
-    layer, x = _layer(), torch.randn(2, 24)
+    layer, x = _big(), torch.randn(2, 512)
     with torch.inference_mode():
         layer(x)
     assert layer._packed is not None
     clone = copy.deepcopy(layer)
     assert clone._packed is None and torch.equal(clone.weight, layer.weight)
-    assert pickle.loads(pickle.dumps(layer))._packed is None
+    assert pickle.loads(pickle.dumps(layer))._packed is None and layer._packed is not None
     layer(x)  # a call outside inference mode: training, evaluation under no_grad
     assert layer._packed is None
     with torch.inference_mode():
@@ -125,3 +130,21 @@ def test_parameters_made_under_inference_mode_are_not_packed():
         x = torch.randn(2, 24)
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
     assert layer._packed is None
+
+
+@needs_packing
+@pytest.mark.parametrize(("dtype", "size", "rows", "packed"), [
+    (torch.float32, 24, 1, False), (torch.float32, 24, 64, False), (torch.float32, 256, 1, False),
+    (torch.float32, 256, 8, True), (torch.float32, 512, 1, True), (torch.bfloat16, 24, 1, True),
+])
+def test_small_float32_weights_keep_f_linear_where_it_is_faster(dtype, size, rows, packed):
+    """float32: packed from 2^18 weights, or 2^16 at 8 rows and more; bfloat16: always."""
+    if dtype == torch.bfloat16 and not packing_available(dtype):
+        pytest.skip("no oneDNN bfloat16 inner product here")
+    layer, x = _layer(size=size, dtype=dtype), torch.randn(rows, size).to(dtype)
+    with torch.inference_mode():
+        out = layer(x)
+    assert (layer._packed is not None) is packed
+    tol = 0.05 if dtype == torch.bfloat16 else 1e-4
+    torch.testing.assert_close(out.double(), F.linear(x.double(), layer.weight.double(), layer.bias.double()),
+                               atol=tol, rtol=tol)

@@ -11,11 +11,12 @@ evaluation, other devices, dtypes other than float32 and bfloat16 — it is ``F.
 
 Why: a decoding step multiplies one row per sequence by every weight matrix, so it is bound by
 reading the weights. On the AMD EPYC of docs/benchmarks.md ("SmolLM2-135M generation"), one
-thread, SmolLM2-135M's 121 matrices took 56 ms with ``F.linear`` (MKL) and 30 ms prepacked at
-one row in float32, 103 against 41 ms at 8 rows, and 31 against 17 ms at one row in bfloat16.
-The cost: the packed copy holds as many bytes as the weights while it is kept (it is dropped
-at the next call with gradients), and packing a 135 M model takes about half a second on one
-thread, once.
+thread, SmolLM2-135M's 121 matrices took 32.7 ms with ``F.linear`` (MKL) and 17.2 ms prepacked
+at one row in float32, 58.7 against 24.2 ms at 8 rows, and 18.5 against 9.5 ms at one row in
+bfloat16. A small float32 weight that stays in the cache is still faster by ``F.linear`` at one
+row (:func:`worth_packing`). The cost: the packed copy holds as many bytes as the weight while it
+is kept (it is dropped at the next call with gradients), and packing a 135 M model takes about
+half a second on one thread, once.
 
 A weight changed in place is seen through its version counter (optimizer steps,
 ``load_state_dict``, ``copy_`` under ``no_grad``) or a new storage (``.to``, assignment); a
@@ -31,6 +32,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 PACK_ROWS = 8  # the rows oneDNN lays the weight out for: 8 measured best or equal at 1-64 rows
+# float32 (one thread, module docstring): read from memory, the packed product won at every size
+# (1.3-2.9x, 49 K to 1.8 M weights, 1 and 8 rows); a weight the cache still holds was faster by
+# F.linear at one row up to 590 K weights (its ~2 us a call against oneDNN's ~9) and by the packed
+# product from 65 K weights at 8 rows. So: packed from 2^18 weights (1 MiB), or 2^16 at 8 rows.
+PACK_MIN, PACK_MIN_ROWS = 2**18, 2**16
 
 
 @functools.cache
@@ -43,6 +49,15 @@ def packing_available(dtype: torch.dtype) -> bool:
     return dtype == torch.float32
 
 
+def worth_packing(x: Tensor, weights: int) -> bool:
+    """Whether the packed product beats ``F.linear`` for input ``x`` ``(..., in)`` and a weight of
+    ``weights`` numbers (module docstring): always in bfloat16; in float32 from :data:`PACK_MIN`
+    weights, or from :data:`PACK_MIN_ROWS` for 8 rows or more."""
+    if x.dtype == torch.bfloat16:
+        return True
+    return weights >= (PACK_MIN_ROWS if x.numel() >= 8 * x.shape[-1] else PACK_MIN)
+
+
 class Linear(nn.Linear):
     """``torch.nn.Linear`` whose products under ``torch.inference_mode`` on the CPU read a
     prepacked copy of the weight (module docstring). ``x`` ``(..., in_features)`` →
@@ -51,24 +66,24 @@ class Linear(nn.Linear):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._packed: tuple[Tensor, int, int, Tensor] | None = None  # (weight, storage, version, packed)
+        self._may_pack = self.in_features * self.out_features >= PACK_MIN_ROWS  # in float32
 
     def forward(self, x: Tensor) -> Tensor:
-        if torch.compiler.is_compiling() or not torch.is_inference_mode_enabled():
-            if self._packed is not None:  # training or evaluation: no second copy held
-                self._packed = None
-            return F.linear(x, self.weight, self.bias)
-        packed = self.packed_weight(x)
-        if packed is None:
-            return F.linear(x, self.weight, self.bias)
-        return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [], "")
+        if torch.is_inference_mode_enabled():  # small float32 weights return at once: F.linear
+            packed = self._packed_for(x) if self._may_pack or x.dtype == torch.bfloat16 else None
+            if packed is not None:
+                return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [], "")
+        elif self._packed is not None:  # training or evaluation: no second copy held
+            self._packed = None
+        return F.linear(x, self.weight, self.bias)
 
-    def packed_weight(self, x: Tensor) -> Tensor | None:
+    def _packed_for(self, x: Tensor) -> Tensor | None:
         """oneDNN's blocked copy of the weight for input ``x``, packed at the first call and again
         whenever the weight changes; ``None`` where the plain product is the one to take."""
-        w = self.weight
-        if x.device.type != "cpu" or x.dtype != w.dtype or w.is_inference():
+        if not worth_packing(x, self.in_features * self.out_features) or torch.compiler.is_compiling():
             return None
-        if not packing_available(w.dtype):
+        w = self.weight
+        if x.device.type != "cpu" or x.dtype != w.dtype or w.is_inference() or not packing_available(w.dtype):
             return None
         cached = self._packed
         if cached is not None and cached[0] is w and cached[1] == w.data_ptr() and cached[2] == w._version:
