@@ -69,7 +69,7 @@ class Linear(nn.Linear):
         self._may_pack = self.in_features * self.out_features >= PACK_MIN_ROWS  # in float32
 
     def forward(self, x: Tensor) -> Tensor:
-        if torch.is_inference_mode_enabled():  # small float32 weights return at once: F.linear
+        if not torch.compiler.is_compiling() and torch.is_inference_mode_enabled():  # small float32: F.linear
             packed = self._packed_for(x) if self._may_pack or x.dtype == torch.bfloat16 else None
             if packed is not None:
                 return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, "none", [], "")
@@ -80,7 +80,7 @@ class Linear(nn.Linear):
     def _packed_for(self, x: Tensor) -> Tensor | None:
         """oneDNN's blocked copy of the weight for input ``x``, packed at the first call and again
         whenever the weight changes; ``None`` where the plain product is the one to take."""
-        if not worth_packing(x, self.in_features * self.out_features) or torch.compiler.is_compiling():
+        if not worth_packing(x, self.in_features * self.out_features):
             return None
         w = self.weight
         if x.device.type != "cpu" or x.dtype != w.dtype or w.is_inference() or not packing_available(w.dtype):
