@@ -228,7 +228,9 @@ def agreement(ours: list[list[int]], theirs: list[list[int]]) -> str:
     parted = [next(i for i, (a, b) in enumerate(zip(x, y, strict=True)) if a != b)
               for x, y in zip(ours, theirs, strict=True) if x != y]
     first = f"{min(parted)}" if min(parted) == max(parted) else f"{min(parted)}-{max(parted)}"
-    return f"{len(ours) - len(parted)} of {len(ours)} rows; the others part after {first} of {len(ours[0])}"
+    agree = f"the first {first} of {len(ours[0])} tokens agree"
+    same = len(ours) - len(parted)
+    return f"no: {agree}" if not same else f"{same} of {len(ours)} rows; in the others {agree}"
 
 
 def measure(sides: dict, ids: torch.Tensor, args: argparse.Namespace) -> dict[str, dict[str, float]]:
