@@ -135,10 +135,11 @@ def test_parameters_made_under_inference_mode_are_not_packed():
 @needs_packing
 @pytest.mark.parametrize(("dtype", "size", "rows", "packed"), [
     (torch.float32, 24, 1, False), (torch.float32, 24, 64, False), (torch.float32, 256, 1, False),
-    (torch.float32, 256, 8, True), (torch.float32, 512, 1, True), (torch.bfloat16, 24, 1, True),
+    (torch.float32, 256, 8, True), (torch.float32, 512, 1, True), (torch.bfloat16, 24, 1, False),
+    (torch.bfloat16, 24, 8, True), (torch.bfloat16, 128, 1, True),
 ])
 def test_small_float32_weights_keep_f_linear_where_it_is_faster(dtype, size, rows, packed):
-    """float32: packed from 2^18 weights, or 2^16 at 8 rows and more; bfloat16: always."""
+    """float32: packed from 2^18 weights, or 2^16 at 8 rows and more; bfloat16: from 2^14, or 8 rows."""
     if dtype == torch.bfloat16 and not packing_available(dtype):
         pytest.skip("no oneDNN bfloat16 inner product here")
     layer, x = _layer(size=size, dtype=dtype), torch.randn(rows, size).to(dtype)

@@ -37,6 +37,9 @@ PACK_ROWS = 8  # the rows oneDNN lays the weight out for: 8 measured best or equ
 # F.linear at one row up to 590 K weights (its ~2 us a call against oneDNN's ~9) and by the packed
 # product from 65 K weights at 8 rows. So: packed from 2^18 weights (1 MiB), or 2^16 at 8 rows.
 PACK_MIN, PACK_MIN_ROWS = 2**18, 2**16
+# bfloat16: F.linear paid ~30 us a call from 128 x 128 up (the packed product ~20-25), but ~4 us for
+# a 36 x 36 weight at one row (packed ~23): packed from 2^14 weights, or at 8 rows.
+PACK_MIN_BF16 = 2**14
 
 
 @functools.cache
@@ -51,11 +54,12 @@ def packing_available(dtype: torch.dtype) -> bool:
 
 def worth_packing(x: Tensor, weights: int) -> bool:
     """Whether the packed product beats ``F.linear`` for input ``x`` ``(..., in)`` and a weight of
-    ``weights`` numbers (module docstring): always in bfloat16; in float32 from :data:`PACK_MIN`
-    weights, or from :data:`PACK_MIN_ROWS` for 8 rows or more."""
+    ``weights`` numbers (module docstring): in float32 from :data:`PACK_MIN` weights, or from
+    :data:`PACK_MIN_ROWS` for 8 rows or more; in bfloat16 from :data:`PACK_MIN_BF16` or 8 rows."""
+    many = x.numel() >= 8 * x.shape[-1]
     if x.dtype == torch.bfloat16:
-        return True
-    return weights >= (PACK_MIN_ROWS if x.numel() >= 8 * x.shape[-1] else PACK_MIN)
+        return many or weights >= PACK_MIN_BF16
+    return weights >= (PACK_MIN_ROWS if many else PACK_MIN)
 
 
 class Linear(nn.Linear):
