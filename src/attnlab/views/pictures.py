@@ -19,6 +19,7 @@ from attnlab.explorer.quantize import LEVELS, thumbnails
 from attnlab.visualize import draw_attention, printable
 
 FAINTEST = 0.01  # the head view draws no line for a smaller weight (as the page)
+LINES = 4000  # and, hovering no token, only the strongest lines (as the page)
 HEAD_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                 "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd")
 
@@ -66,22 +67,27 @@ def atlas_figure(weights: Tensor, head_labels: Sequence[str], *, title: str) -> 
 
 def lines_figure(weights: Tensor, tokens: Sequence[str], keys: Sequence[str], *, title: str) -> Any:
     """One layer's heads ``(H, n_q, n_k)`` as the head view draws them: queries left, keys right,
-    a line a weight ≥ :data:`FAINTEST`, as opaque as the weight, a colour a head."""
+    a line a weight ≥ :data:`FAINTEST` (the :data:`LINES` strongest), as opaque as the weight,
+    a colour a head."""
     from matplotlib.collections import LineCollection
 
     heads, n_q, n_k = weights.shape
     rows = max(n_q, n_k)
     fig = _figure(5, min(1 + 0.22 * rows, 20))
     ax = fig.add_subplot()
+    values = weights.numpy()
+    total = int((values >= FAINTEST).sum())
+    floor = FAINTEST if total <= LINES else max(FAINTEST, float(np.sort(values, axis=None)[-LINES]))
     for head in range(heads):
-        i, j = np.nonzero(weights[head].numpy() >= FAINTEST)
+        i, j = np.nonzero(values[head] >= floor)
         if not len(i):
             continue
         segments = np.stack([np.stack([np.zeros(len(i)), i], 1), np.stack([np.ones(len(i)), j], 1)], 1)
         colour = np.array([int(HEAD_COLOURS[head % len(HEAD_COLOURS)][k:k + 2], 16) / 255 for k in (1, 3, 5)])
-        alphas = weights[head].numpy()[i, j].clip(0, 1)
-        colours = np.c_[np.tile(colour, (len(i), 1)), alphas]  # RGBA, one a line
+        colours = np.c_[np.tile(colour, (len(i), 1)), values[head][i, j].clip(0, 1)]  # RGBA, one a line
         ax.add_collection(LineCollection(segments, colors=colours, linewidths=1))
+    if total > LINES:
+        title += f" (the {LINES:,} strongest of {total:,} lines, weights ≥ {floor:.3f})"
     if rows <= 100:
         size = 9 if rows <= 40 else 6
         for row, token in enumerate(tokens):
