@@ -19,12 +19,14 @@ from repo_paths import ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs Chromium and its driver: make browser")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
+                                reason="needs Chromium and its driver: make browser")
 webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium: pip install 'attnlab[test]'")
 for _package in ("nbformat", "nbclient", "nbconvert", "ipykernel"):
     pytest.importorskip(_package, reason=f"needs {_package} (Jupyter's): make notebooks")
 
 import nbformat  # noqa: E402
+import torch  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 from nbconvert import HTMLExporter  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -45,19 +47,23 @@ words = "the cat sat on the mat because it was tired".split()
 """
 CELLS = [
     "views.heatmap(causal(2, 3, 10), words, title='causal self-attention')",
-    "views.heatmap(torch.rand(2, 2, 4, 6, generator=g).softmax(-1), list('abcdef'), list('WXYZ'), title='cross')",
-    "views.alignment(torch.rand(5, 7, generator=g).softmax(-1), list('abcdefg'), list('VWXYZ'), title='alignment')",
+    "views.heatmap(torch.rand(2, 2, 4, 6, generator=g).softmax(-1), list('abcdef'), list('WXYZ'), "
+    "title='cross')",
+    "views.alignment(torch.rand(5, 7, generator=g).softmax(-1), list('abcdefg'), list('VWXYZ'), "
+    "title='alignment')",
     "views.model_view(words, causal(3, 4, 10), title='model view')",
     "views.head_view(words, causal(2, 3, 10), title='head view')",
-    "views.neuron_view(words, torch.randn(2, 3, 10, 16, generator=g), torch.randn(2, 3, 10, 16, generator=g), "
-    "1, 2, causal=True, title='neuron view')",
+    "views.neuron_view(words, torch.randn(2, 3, 10, 16, generator=g), "
+    "torch.randn(2, 3, 10, 16, generator=g), 1, 2, causal=True, title='neuron view')",
     "maps = torch.rand(4, 4, 4, generator=g)\n"
     "views.caption_attention(torch.rand(1, 16, 16, generator=g), ['a', 'big', 'seven', '<eos>'], maps, "
     "title='caption')",
-    "views.ntm_memory(torch.rand(12, 16, generator=g).softmax(-1), torch.rand(12, 16, generator=g).softmax(-1), "
-    "adds=torch.rand(12, 6, generator=g) * 2 - 1, title='NTM memory')",
+    "views.ntm_memory(torch.rand(12, 16, generator=g).softmax(-1), "
+    "torch.rand(12, 16, generator=g).softmax(-1), adds=torch.rand(12, 6, generator=g) * 2 - 1, "
+    "title='NTM memory')",
     "views.heatmap(causal(1, 2, 60), [f't{i}' for i in range(60)], title='60 tokens')",
-    "views.head_view(list('ABCDEF'), torch.rand(1, 2, 6, 6, generator=g).softmax(-1), title='second head view')",
+    "views.head_view(list('ABCDEF'), torch.rand(1, 2, 6, 6, generator=g).softmax(-1), "
+    "title='second head view')",
 ]
 
 
@@ -68,7 +74,8 @@ def notebook(tmp_path_factory):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# Ten attnlab views"), nbformat.v4.new_code_cell(SETUP)]
     nb.cells += [nbformat.v4.new_code_cell(source) for source in CELLS]
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(directory)}}).execute()
+    resources = {"metadata": {"path": str(directory)}}
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources=resources).execute()
     path = directory / "ten_views.ipynb"
     nbformat.write(nb, path)
     return path
@@ -105,8 +112,8 @@ def open_and_wait(driver, path) -> list:
     requested(driver)  # the log so far, dropped
     driver.get(path.as_uri())
     roots = driver.find_elements(By.CLASS_NAME, "attnlab-view")
-    WebDriverWait(driver, WAIT_S).until(lambda d: all(r.get_attribute("data-drawn") or r.get_attribute("data-error")
-                                                      for r in roots))
+    WebDriverWait(driver, WAIT_S).until(
+        lambda d: all(r.get_attribute("data-drawn") or r.get_attribute("data-error") for r in roots))
     return roots
 
 
@@ -133,7 +140,7 @@ def test_ten_views_draw_in_the_exported_page_with_no_network(notebook, browser, 
     assert [r.get_attribute("data-error") for r in roots] == [None] * 10
     drawn = [r.get_attribute("data-drawn") for r in roots]
     assert drawn[:3] == ["1,3", "1,2", "0,0"]  # the last layer's mean head (3 heads, 2 heads), an RNN's one
-    assert drawn[4] == "1:0,1,2" and drawn[5] == "query 9" and drawn[6] == "words 4" and drawn[7] == "steps 12"
+    assert drawn[4:8] == ["1:0,1,2", "query 9", "words 4", "steps 12"]
     assert len({r.get_attribute("id") for r in roots}) == 10
     urls = requested(browser)
     template = HTMLExporter(template_name="lab")
@@ -159,3 +166,16 @@ def test_the_views_respond_in_the_offline_page(notebook, browser, tmp_path):
         assert size[0] == "image/png" and size[1] > 1000
         assert len(root.find_elements(By.CSS_SELECTOR, ".attnlab-view-png, .attnlab-view-svg")) == 2
     assert external(requested(browser)) == []
+
+
+def test_one_output_shown_twice_draws_twice(browser, tmp_path):
+    """JupyterLab's "new view for output" puts the same HTML, the same id, twice on a page: each
+    copy mounts on the element around its own script."""
+    from attnlab.views.html import page
+
+    fragment = views.heatmap(torch.rand(2, 5, 5).softmax(-1), list("abcde"))._repr_html_()
+    path = tmp_path / "twice.html"
+    path.write_text(page(fragment + fragment, "twice"), encoding="utf-8")
+    roots = open_and_wait(browser, path)
+    assert len(roots) == 2 and [r.get_attribute("data-drawn") for r in roots] == ["0,2", "0,2"]
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".attnlab-view canvas.attnlab-attention-map")) == 2

@@ -8,21 +8,19 @@
  *
  *   var map = attnlabAttention.mount(element, source, options);
  *     options (all optional): layer, head (drawn first; default the last layer's first head),
- *     scale ("log", "sqrt", "row" or "linear"; default "log"), palette ("blue", white to dark
- *     blue, or "grey", black to white as Bahdanau et al.'s Figure 3), grid (false: no
- *     thumbnails, the pickers alone), thumb (a thumbnail's side in CSS pixels),
- *     onSelect(layer, head) after each head drawn
+ *     scale ("log", "sqrt", "row" or "linear"; default "log"), palette ("blue", or "grey": black
+ *     to white, Bahdanau et al.'s Figure 3), grid (false: the pickers alone, no thumbnails),
+ *     thumb (a thumbnail's side, CSS pixels), onSelect(layer, head) after each head drawn
  *   map.ready;                 // a Promise: the first head drawn
  *   map.select(layer, head);   // a Promise, resolved once that head is drawn (0-based)
- *   map.map;                   // the head's <canvas>; map.svg() the same head as an SVG string
+ *   map.map;                   // the head's <canvas>; map.picture() its cells' colours and labels
  *   map.destroy();             // also what mounting into the same element again does
  *
  * source = {tokens: [n strings], layers: L, heads: H, causal: bool,
  *           thumbnail: {size: t, data: base64 of L·H·t·t uint8, layer-major},
  *           record: function (layer, head) -> Promise of a Uint8Array (that head's record)},
- *   and, optionally, keys: [n_k strings] (a cross-attention's columns; default the tokens),
- *   headLabels: [H strings] (e.g. a last "mean" head), vmax (the largest weight the linear and
- *   √ scales reach; default 1), axes: [rows' name, columns' name].
+ *   optionally keys: [n_k strings] (a cross-attention's columns), headLabels: [H strings] (a
+ *   last "mean" head), vmax (the top of the linear and √ scales; 1), axes: [rows', columns' name].
  * attnlabAttention.embedded(view) is the source of a reading written into a file (its records
  * zlib-compressed and base64-encoded, inflated by the browser's DecompressionStream).
  *
@@ -43,19 +41,14 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
   function shown(token) {  // a token as a label: line breaks and tabs visible, empty as a dot
     return String(token).replace(/\n/g, "↵").replace(/\t/g, "⇥") || "·";
   }
-
-  function escapedText(text) {  // text for SVG or HTML markup
-    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
-  }
-
   function fromBase64(text) {
     var raw = atob(text), bytes = new Uint8Array(raw.length);
     for (var i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
     return bytes;
   }
 
-  /* palette[k], k = 0..255: white to dark blue, as one RGBA pixel (a Uint32, byte order of the
-   * machine); MASKED the grey of the cells a causal model never attends to. */
+  /* A palette: 256 colours, each also one RGBA pixel (a Uint32, byte order of the machine);
+   * MASKED the grey of the cells a causal model never attends to. */
   function packed(rgb) {
     var pixel = new Uint8ClampedArray([rgb[0], rgb[1], rgb[2], 255]);
     return new Uint32Array(pixel.buffer)[0];
@@ -69,8 +62,7 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
     return {rgb: rgb, pixels: pixels};
   }
   var PALETTES = {blue: ramp([255, 255, 255], DARK), grey: ramp([0, 0, 0], [255, 255, 255])};
-  var palette = PALETTES.blue.pixels, MASKED_PIXEL = packed(MASKED);
-  function hex(rgb) { return "#" + rgb.map(function (c) { return (256 + c).toString(16).slice(1); }).join(""); }
+  var MASKED_PIXEL = packed(MASKED);
 
   /* The colour scales: for a row of maximum m, the palette index of level q (weight q·m/255). */
   var SQRT = new Float64Array(256), LOG = new Float64Array(256);
@@ -107,22 +99,15 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
     var levels = bytes.subarray(4 * n), width = nk === undefined ? n : nk;
     function start(row) { return causal ? row * (row + 1) / 2 : row * width; }
     if (levels.length !== start(n)) throw new Error("a record of " + n + " tokens has the wrong size");
-    return {
-      maxima: maxima,
-      levels: levels,
-      start: start,
-      weight: function (row, col) {
-        if (causal && col > row) return null;
-        return levels[start(row) + col] * maxima[row] / 255;
-      }
-    };
+    return {maxima: maxima, levels: levels, start: start, weight: function (row, col) {
+      return causal && col > row ? null : levels[start(row) + col] * maxima[row] / 255;
+    }};
   }
 
   function inflate(bytes) {
     var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
     return new Response(stream).arrayBuffer().then(function (buffer) { return new Uint8Array(buffer); });
   }
-
   function embedded(view) {
     return {tokens: view.tokens, keys: view.keys, layers: view.layers, heads: view.heads, causal: view.causal,
       thumbnail: view.thumbnail, headLabels: view.headLabels, vmax: view.vmax, axes: view.axes,
@@ -142,9 +127,7 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
   function picker(label, count, prefix, names) {
     var wrap = node("label", "display:inline-flex;flex-direction:column;font-size:0.85rem;margin-right:12px");
     var select = node("select", "font:inherit;padding:2px 4px");
-    for (var i = 0; i < count; i++) {
-      select.appendChild(new Option(names ? names[i] : prefix + (i + 1), String(i)));
-    }
+    for (var i = 0; i < count; i++) select.appendChild(new Option(names ? names[i] : prefix + (i + 1), String(i)));
     wrap.appendChild(document.createTextNode(label));
     wrap.appendChild(select);
     return {wrap: wrap, select: select};
@@ -172,10 +155,9 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
     Object.keys(SCALES).forEach(function (name) { scalePick.select.appendChild(new Option(SCALES[name].label, name)); });
     scalePick.select.value = options.scale || "log";
     var caption = node("span", "font-size:0.85rem;color:#374151");
-    if (L > 1) bar.appendChild(layerPick.wrap);
-    if (H > 1) bar.appendChild(headPick.wrap);
-    bar.appendChild(scalePick.wrap);
-    bar.appendChild(caption);
+    [L > 1 && layerPick.wrap, H > 1 && headPick.wrap, scalePick.wrap, caption].forEach(function (part) {
+      if (part) bar.appendChild(part);
+    });
     var row = node("div", "display:flex;gap:16px;align-items:flex-start;flex-wrap:wrap");
     var grid = node("canvas", "cursor:pointer;outline:none");
     grid.className = "attnlab-attention-grid";
@@ -269,7 +251,7 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
       offscreen.getContext("2d").putImageData(image, 0, 0);
       var ctx = sized(map, margin + width, margin + height);
       ctx.imageSmoothingEnabled = false;
-      ctx.fillStyle = "#ffffff";
+      ctx.fillStyle = "#ffffff";  // white under the labels, in a saved PNG too
       ctx.fillRect(0, 0, margin + width, margin + height);
       ctx.drawImage(offscreen, margin, margin, width, height);
       if (!labelled) return;
@@ -290,41 +272,9 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
       });
     }
 
-    function svg() {  // the head on screen as SVG: one rect a run of equal colour in a row
-      var record = shownRecord();
-      if (!record) return null;
-      var cells = levelsOf(record), parts = [], W = margin + width, Ht = margin + height;
-      parts.push('<svg xmlns="http://www.w3.org/2000/svg" width="' + W + '" height="' + Ht +
-        '" viewBox="0 0 ' + W + " " + Ht + '" shape-rendering="crispEdges">');
-      parts.push('<rect width="' + W + '" height="' + Ht + '" fill="#ffffff"/>');
-      for (var i = 0; i < n; i++) {
-        for (var j = 0; j < nk;) {
-          var level = cells[i * nk + j], run = 1;
-          while (j + run < nk && cells[i * nk + j + run] === level) run++;
-          var fill = level < 0 ? hex(MASKED) : hex(colours.rgb[level]);
-          if (fill !== "#ffffff") {
-            parts.push('<rect x="' + (margin + j * cell) + '" y="' + (margin + i * cell) + '" width="' +
-              run * cell + '" height="' + cell + '" fill="' + fill + '"/>');
-          }
-          j += run;
-        }
-      }
-      if (labelled) {
-        var size = Math.min(12, cell - 1);
-        parts.push('<g font-family="monospace" font-size="' + size + '" fill="#111827">');
-        source.tokens.forEach(function (token, r) {
-          parts.push('<text x="' + (margin - 4) + '" y="' + (margin + r * cell + cell / 2) +
-            '" text-anchor="end" dominant-baseline="middle">' + escapedText(shown(token).slice(0, 12)) + "</text>");
-        });
-        keys.forEach(function (token, c) {
-          var x = margin + c * cell + cell / 2, y = margin - 4;
-          parts.push('<text transform="translate(' + x + "," + y + ') rotate(-90)" dominant-baseline="middle">' +
-            escapedText(shown(token).slice(0, 12)) + "</text>");
-        });
-        parts.push("</g>");
-      }
-      parts.push("</svg>");
-      return parts.join("");
+    function picture() {  // what is on screen, for a copy of it (views.js writes it as SVG)
+      return shownRecord() ? {cells: levelsOf(shownRecord()), rows: source.tokens, columns: keys, cell: cell,
+        margin: margin, labelled: labelled, rgb: function (q) { return q < 0 ? MASKED : colours.rgb[q]; }} : null;
     }
 
     function load(layer, head) {
@@ -432,7 +382,7 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
     var controller = {
       select: select,
       map: map,
-      svg: svg,
+      picture: picture,
       ready: select(start, options.head || 0),
       destroy: function () {
         alive = false;
@@ -446,5 +396,5 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
   }
 
   return {mount: mount, embedded: embedded, decode: decode, fromBase64: fromBase64, shown: shown, node: node,
-    picker: picker, palettes: PALETTES, hex: hex, escaped: escapedText, inflate: inflate, version: 2};
+    picker: picker, palettes: PALETTES, version: 2};
 })();
