@@ -19,7 +19,7 @@ from attnlab.explorer.quantize import LEVELS, thumbnails
 from attnlab.visualize import draw_attention, printable
 
 FAINTEST = 0.01  # the head view draws no line for a smaller weight (as the page)
-LINES = 4000  # and, hovering no token, only the strongest lines (as the page)
+LINES = 2000  # and, hovering no token, only the strongest lines (as the page)
 HEAD_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                 "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd")
 

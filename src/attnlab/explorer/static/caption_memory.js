@@ -6,9 +6,9 @@
   "use strict";
   var A = window.attnlabAttention, V = A && A.views;
   if (!V || V.kinds.caption || V.kinds.memory) return;
-  var T = V.tools;
-  var node = T.node, shown = T.shown, sized = T.sized, svgOpen = T.svgOpen, svgText = T.svgText;
-  var diverging = T.diverging, rgb = T.rgb, bitmap = T.bitmap;
+  var tools = V.tools;
+  var node = tools.node, shown = tools.shown, sized = tools.sized, svgOpen = tools.svgOpen, svgText = tools.svgText;
+  var diverging = tools.diverging, rgb = tools.rgb, bitmap = tools.bitmap;
 
   // "caption": the image once, then one tile a word with the attention that wrote it.
   function captionView(body, payload, mark, tip) {

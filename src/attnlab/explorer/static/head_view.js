@@ -6,10 +6,10 @@
   "use strict";
   var A = window.attnlabAttention, V = A && A.views;
   if (!V || V.kinds.lines) return;
-  var T = V.tools;
-  var node = T.node, shown = T.shown, colourOf = T.colourOf, sized = T.sized, svgOpen = T.svgOpen;
-  var svgText = T.svgText, heads = T.heads;
-  var BUCKETS = 20, FAINTEST = 0.01, LINES = 4000;
+  var tools = V.tools;
+  var node = tools.node, shown = tools.shown, colourOf = tools.colourOf, sized = tools.sized, svgOpen = tools.svgOpen;
+  var svgText = tools.svgText, heads = tools.heads;
+  var BUCKETS = 20, FAINTEST = 0.01, LINES = 2000;
 
   // "lines": bertviz's head view.
   function headView(body, payload, mark, tip) {
@@ -154,6 +154,21 @@
         changed();
       });
     }
+    /* Once a layer is drawn, the others are inflated while the page is idle, nearest first, so
+     * picking one later only draws it (a layer of 512 tokens: 9 records, some 20-35 ms to inflate). */
+    function prefetch() {
+      var order = [];
+      for (var d = 1; d < L; d++) [layer - d, layer + d].forEach(function (l) { if (l >= 0 && l < L) order.push(l); });
+      var idle = window.requestIdleCallback || function (f) { return setTimeout(f, 30); };
+      (function next() {
+        if (!order.length || !body.isConnected) return;
+        idle(function () {
+          var l = order.shift(), all = [];
+          for (var h = 0; h < H; h++) all.push(load(l, h));
+          Promise.all(all).then(next, next);
+        });
+      })();
+    }
     layerPick.select.addEventListener("change", function () { show(+layerPick.select.value); });
     swatches.forEach(function (sw, h) {
       sw.addEventListener("click", function () { on[h] = !on[h]; changed(); });
@@ -198,7 +213,9 @@
       parts.push("</g></svg>");
       return parts.join("");
     }
-    return {ready: show(layer), canvas: function () { return canvas; }, svg: svg, png: png};
+    var ready = show(layer);
+    ready.then(prefetch);
+    return {ready: ready, canvas: function () { return canvas; }, svg: svg, png: png};
   }
 
   V.kinds.lines = headView;

@@ -5,9 +5,9 @@
   "use strict";
   var A = window.attnlabAttention, V = A && A.views;
   if (!V || V.kinds.neuron) return;
-  var T = V.tools;
-  var node = T.node, shown = T.shown, sized = T.sized, floats = T.floats, svgOpen = T.svgOpen;
-  var svgText = T.svgText, diverging = T.diverging, rgb = T.rgb;
+  var tools = V.tools;
+  var node = tools.node, shown = tools.shown, sized = tools.sized, floats = tools.floats, svgOpen = tools.svgOpen;
+  var svgText = tools.svgText, diverging = tools.diverging, rgb = tools.rgb;
   var SCROLL = "max-height:640px;overflow:auto";
 
   // "neuron": bertviz's neuron view for one layer's head.
