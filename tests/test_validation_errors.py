@@ -63,7 +63,8 @@ SDPA_CASES = {
     ),
     "batch mismatch": (
         lambda f: f(r(2, 3, 4), r(3, 4, 4), r(3, 4, 4)),
-        r"q, k and v must share their batch dimensions, got q \(2, 3, 4\), k \(3, 4, 4\)",
+        r"q, k and v must share their batch dimensions \(k and v may have H_kv heads dividing q's H\), "
+        r"got q \(2, 3, 4\), k \(3, 4, 4\)",
     ),
     "dtype mismatch": (
         lambda f: f(r(2, 3, 4), r(2, 3, 4, dtype=torch.float64), r(2, 3, 4)),
