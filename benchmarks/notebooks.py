@@ -10,9 +10,10 @@ Each notebook runs in a fresh Jupyter kernel (nbclient; ``--kernel``, default th
 Python's own ``python3``) with the repository root as its working directory and this process's
 environment: ``ATTNLAB_QUICK`` (``1`` unless set: the notebooks read it in their first cell and
 shrink sizes and training steps), ``ATTNLAB_DATA`` (the corpora). The executed notebook, outputs
-kept, and its static HTML export (nbconvert's ``lab`` template: the views' scripts inline, no
-MathJax and no require.js from a CDN, so the page makes no request) go to ``--out``; the notebooks
-in git stay without outputs (tests/test_notebooks.py).
+kept, and its static HTML export (:func:`attnlab.views.export_html`: nbconvert's ``lab`` page, the
+views' scripts inline, without the require.js, MathJax and mermaid it would fetch from a CDN, so the
+page makes no request; the notebooks write their equations in Unicode, not TeX) go to ``--out``; the
+notebooks in git stay without outputs (tests/test_notebooks.py).
 
 Prints the machine, then a line a notebook: its wall time from kernel start to the last cell, its
 code cells, and the views it drew (outputs carrying an ``attnlab.views`` root); exits 1 after
@@ -34,7 +35,7 @@ from attnlab.measure import machine as _machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "docs" / "notebooks"
-VIEW_ROOT = "attnlab-view"  # the class every attnlab.views root element carries
+VIEW_ROOT = 'class="attnlab-view"'  # the root element of every attnlab.views view
 CELL_TIMEOUT_S = 1800
 
 
@@ -61,35 +62,16 @@ def kernel_name(wanted: str) -> str:
 
 
 def views_drawn(nb) -> int:
-    """Outputs of the executed notebook whose HTML holds a view's root element."""
-    return sum(VIEW_ROOT in str(out.get("data", {}).get("text/html", ""))
+    """The views' root elements in the executed notebook's HTML outputs."""
+    return sum(str(out.get("data", {}).get("text/html", "")).count(VIEW_ROOT)
                for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", []))
-
-
-# nbconvert's lab page without the scripts it would fetch from a CDN: require.js (no view needs
-# it), MathJax (the notebooks write their equations in Unicode, not TeX) and mermaid.
-OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
-{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-"""
-
-
-def export_html(nb) -> str:
-    """The executed notebook as one static page that asks no server for anything."""
-    from jinja2 import DictLoader
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(template_name="lab", template_file="offline.html.j2",
-                            extra_loaders=[DictLoader({"offline.html.j2": OFFLINE_TEMPLATE})])
-    body, _ = exporter.from_notebook_node(nb)
-    return body
 
 
 def run_one(path: Path, kernel: str, out_dir: Path) -> tuple[float, int, int, str | None]:
     """Execute ``path``; write its executed copy and HTML into ``out_dir``. Returns (wall seconds,
     code cells, views drawn, the error or None)."""
     import nbformat
+    from attnlab.views import export_html
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
@@ -103,8 +85,8 @@ def run_one(path: Path, kernel: str, out_dir: Path) -> tuple[float, int, int, st
     except CellExecutionError as err:
         error = str(err).strip().splitlines()[-1]
     seconds = time.perf_counter() - start
-    write_atomic(out_dir / path.name, nbformat.writes(nb))
-    write_atomic(out_dir / f"{path.stem}.html", export_html(nb))
+    executed = write_atomic(out_dir / path.name, nbformat.writes(nb))
+    export_html(executed, out_dir / f"{path.stem}.html")  # nbconvert's lab page, no CDN script
     cells = sum(cell.cell_type == "code" for cell in nb.cells)
     return seconds, cells, views_drawn(nb), error
 
