@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "docs" / "notebooks"
 VIEW_ROOT = 'class="attnlab-view"'  # the root element of every attnlab.views view
 CELL_TIMEOUT_S = 1800
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours of IPython's tracebacks
 
 
 def notebook_paths(names: list[str]) -> list[Path]:
@@ -83,7 +85,7 @@ def run_one(path: Path, kernel: str, out_dir: Path) -> tuple[float, int, int, st
     try:
         client.execute()
     except CellExecutionError as err:
-        error = str(err).strip().splitlines()[-1]
+        error = ANSI.sub("", str(err)).strip().splitlines()[-1]
     seconds = time.perf_counter() - start
     executed = write_atomic(out_dir / path.name, nbformat.writes(nb))
     export_html(executed, out_dir / f"{path.stem}.html")  # nbconvert's lab page, no CDN script
