@@ -355,19 +355,40 @@ def test_causal_mask_helper_and_is_causal_agree():
 # ------------------------------------------------ half precision on CPU: the explicit route
 
 
+@pytest.fixture
+def threads():
+    """Set torch's threads for one test (the route of a decoding step depends on them)."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("n_q, n_k, grad, explicit", [
     (3, 18, True, True), (3, 256, True, True), (3, 300, True, False), (1, 300, True, False),
     (3, 128, False, True), (3, 129, False, False),
-    (1, 4096, False, True), (1, 2048, False, True), (1, 2047, False, False),  # decoding steps
 ])
 def test_half_precision_cpu_route_follows_measured_crossover(dtype, n_q, n_k, grad, explicit):
     q, k, v = (t.requires_grad_(grad) for t in rand_qkv(1, 1, n_q, n_k, 8, 8, dtype=dtype))
     assert kernels.explicit_is_faster(q, k) is explicit
     assert not kernels.explicit_is_faster(q.float(), k.float())  # float32 keeps PyTorch's kernel
-    if n_q == 1 and not grad:  # a step counts rows × heads × keys: 8 rows of 4 heads, 64 keys
-        q8, k8 = torch.zeros(8, 4, 1, 8, dtype=dtype), torch.zeros(8, 4, 64, 8, dtype=dtype)
-        assert kernels.explicit_is_faster(q8, k8) and not kernels.explicit_is_faster(q8[:1], k8[:1])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("num_threads, n_k, d_h, explicit", [
+    (2, 4096, 8, True), (2, 2048, 8, True), (2, 2047, 8, False), (2, 2047, 64, False),
+    (1, 512, 64, True), (1, 511, 64, False), (1, 4096, 8, True), (1, 4095, 8, False),
+])
+def test_a_decoding_steps_route_follows_measured_crossover(threads, dtype, num_threads, n_k, d_h, explicit):
+    """One query: from 2,048 scores (rows × heads × keys), or on one thread from scores × d_h =
+    32,768; counted over all rows and heads."""
+    threads(num_threads)
+    q, k = torch.zeros(1, 1, 1, d_h, dtype=dtype), torch.zeros(1, 1, n_k, d_h, dtype=dtype)
+    assert kernels.explicit_is_faster(q, k) is explicit
+    assert not kernels.explicit_is_faster(q.float(), k.float())  # float32 keeps PyTorch's kernel
+    if n_k % 32 == 0:  # the same scores spread over 8 rows × 4 heads: the same route
+        q8, k8 = q.expand(8, 4, 1, d_h), k[..., : n_k // 32, :].expand(8, 4, -1, d_h)
+        assert kernels.explicit_is_faster(q8, k8) is explicit
 
 
 @pytest.mark.parametrize("mask_kind", MASKS)

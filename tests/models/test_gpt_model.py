@@ -107,3 +107,20 @@ def test_bad_input_names_argument_expected_and_actual():
 @pytest.mark.parametrize("kind", ["rope", "alibi", "sinusoidal", "relative"])
 def test_relative_and_fixed_schemes_run_past_block_size(kind):
     assert make(kind)(tokens(n=24)).shape == (3, 24, V)
+
+
+@pytest.mark.parametrize("kind", ["learned", "rope"])
+def test_last_only_gives_the_last_positions_logits_of_the_full_forward(kind):
+    """What a decoding step reads: the last position's logits ``(B, 1, V)``, with or without a cache
+    and with the attention weights unchanged."""
+    model, idx = make(kind), tokens(2, 9)
+    full, weights = model(idx, return_weights=True)
+    last, last_weights = model(idx, return_weights=True, last_only=True)
+    assert last.shape == (2, 1, V)
+    torch.testing.assert_close(last, full[:, -1:])
+    for a, b in zip(last_weights, weights, strict=True):
+        torch.testing.assert_close(a, b)
+    cache = model.new_cache()
+    model(idx[:, :5], cache=cache, last_only=True)
+    stepped = model(idx[:, 5:], cache=cache, last_only=True)
+    torch.testing.assert_close(stepped, full[:, -1:], atol=1e-5, rtol=1e-5)

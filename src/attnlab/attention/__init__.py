@@ -7,6 +7,8 @@
 * :mod:`~attnlab.attention.masks` — causal / padding masks, the mask contract, the masked softmax
 * :mod:`~attnlab.attention.core` — scaled dot-product attention: the formula
 * :mod:`~attnlab.attention.kernels` — the fastest path to its value (PyTorch's kernel or the formula)
+* :mod:`~attnlab.attention.groups` — grouped-query attention's products, shared heads never copied
+* :mod:`~attnlab.attention.linear` — the projections' ``Linear``, oneDNN-prepacked while decoding
 * :mod:`~attnlab.attention.additive` — Bahdanau's additive attention module
 * :mod:`~attnlab.attention.location` — location-aware scores (Chorowski et al. 2015)
 * :mod:`~attnlab.attention.multihead` — multi-head attention with a KV cache

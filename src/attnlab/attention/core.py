@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnlab.attention import kernels
+from attnlab.attention import groups, kernels
 from attnlab.attention.masks import as_attention_mask, causal_mask, combine_masks, masked_softmax
 from attnlab.validation import check_floating, check_probability, check_tensor, shape_str
 
@@ -68,10 +68,13 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
         raise ValueError(f"q has width 0 but attention needs d_k >= 1, got shape {shape_str(q.shape)}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(f"v has length {v.shape[-2]} but k has length {k.shape[-2]} (one value per key)")
-    if k.shape[:-2] != v.shape[:-2] or q.shape[:-2] != k.shape[:-2]:
+    heads_shared = q.dim() >= 3 and k.shape[-3] > 0 and q.shape[-3] % k.shape[-3] == 0  # grouped-query
+    if k.shape[:-2] != v.shape[:-2] or q.shape[:-3] != k.shape[:-3] or not (
+        q.shape[:-2] == k.shape[:-2] or heads_shared
+    ):
         raise ValueError(
-            f"q, k and v must share their batch dimensions, got q {shape_str(q.shape)}, "
-            f"k {shape_str(k.shape)}, v {shape_str(v.shape)}"
+            f"q, k and v must share their batch dimensions (k and v may have H_kv heads dividing q's "
+            f"H), got q {shape_str(q.shape)}, k {shape_str(k.shape)}, v {shape_str(v.shape)}"
         )
 
 
@@ -131,10 +134,10 @@ def explicit_attention(
     if is_causal:
         mask = combine_masks(mask, causal_mask(q.shape[-2], k.shape[-2], device=q.device))
     # (Q/√d_k) Kᵀ = Q Kᵀ/√d_k: scaling the (n_q, d_k) queries is cheaper than the (n_q, n_k) scores.
-    scores = (q * scale) @ k.transpose(-2, -1)  # (..., n_q, n_k)
+    scores = groups.scores(q * scale, k)  # (..., n_q, n_k)
     if scores.dtype in (torch.bfloat16, torch.float16):  # the softmax in float32, like the kernels
         weights = masked_softmax(scores.float(), mask, check=False).to(scores.dtype)
     else:
         weights = masked_softmax(scores, mask, check=False)  # (..., n_q, n_k)
     dropped = F.dropout(weights, dropout) if dropout > 0 else weights
-    return dropped @ v, weights  # (..., n_q, d_v), (..., n_q, n_k)
+    return groups.mix(dropped, v), weights  # (..., n_q, d_v), (..., n_q, n_k)

@@ -12,11 +12,12 @@ slower than the formula — its backward most of all (B·n = 4,500 tokens, 4 hea
 cores: n = 18 forward + backward 46 ms fused vs 6 ms explicit; n = 256 29 vs 21 ms; n = 512
 48 vs 58 ms). :func:`dispatch` therefore runs the formula there (``n_k ≤ 256`` with
 gradients, ``n_k ≤ 128`` without, and a single query — a cached decoding step — from 2,048
-scores, rows × heads × keys), its softmax in float32. ``benchmarks/attention_threshold.py``
-re-measures the crossover on the CPU it runs on (docs/benchmarks.md: on the AMD EPYC without
-AMX, forward-only explicit wins up to 128 keys; a single query wins 1.5-5× above 1,000-4,000
-scores and loses below; in training, the whole GPT step at 256 keys ran 1.12-1.15× the
-reference with the explicit path against 0.99-1.02× with the fused one).
+scores, rows × heads × keys, or on one thread from scores × d_h = 32,768), its softmax in
+float32. ``benchmarks/attention_threshold.py`` re-measures the crossover on the CPU it runs on
+(docs/benchmarks.md: on the AMD EPYC without AMX, forward-only explicit wins up to 128 keys; a
+single query wins 1.5-5× above 1,000-4,000 scores and loses below; in training, the whole GPT
+step at 256 keys ran 1.12-1.15× the reference with the explicit path against 0.99-1.02× with
+the fused one).
 
 **Fully blocked rows.** docs/design.md asks zeros (and finite gradients) for a query whose
 every key is blocked. Where PyTorch's kernel already gives them (torch 2.13's CPU kernels do:
@@ -26,6 +27,7 @@ it as is; elsewhere such rows are opened and their output zeroed afterwards.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -34,6 +36,7 @@ from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import _disable_current_modes  # the probe stays unseen
 
+from attnlab.attention import groups
 from attnlab.attention.masks import allowed_keys, causal_mask, combine_masks
 
 # Longest key sequence for which the explicit path beats PyTorch's CPU flash kernel in half
@@ -45,6 +48,11 @@ EXPLICIT_MAX_KEYS_INFER = 128
 # explicit path's is nearly flat (~60 µs of bf16 bmm set-up); they crossed near 512 scores on
 # one thread and near 4,096 on two.
 EXPLICIT_MIN_STEP_SCORES = 2048
+# On one thread, measured again once grouped-query heads were no longer copied (SmolLM2's 9 query
+# heads over 3 shared, d_h 64, and 6 or 4 heads of 64 or 32): the explicit path 33-52 µs at 1-8
+# rows and 16-512 keys, the kernel about 0.08 µs a score at d_h 64 and 0.04 at d_h 32 — crossing
+# near scores × d_h = 32,768 (512 scores at d_h 64).
+EXPLICIT_MIN_STEP_WORK_ONE_THREAD = 32_768
 
 Formula = Callable[..., tuple[Tensor, Tensor]]
 
@@ -70,7 +78,10 @@ def explicit_is_faster(q: Tensor, k: Tensor) -> bool:
         return False
     training = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
     if not training and q.shape[-2] == 1:  # a decoding step: rows × heads × keys scores
-        return q.numel() // q.shape[-1] * k.shape[-2] >= EXPLICIT_MIN_STEP_SCORES
+        scores = q.numel() // q.shape[-1] * k.shape[-2]
+        if torch.get_num_threads() == 1:
+            return scores * q.shape[-1] >= EXPLICIT_MIN_STEP_WORK_ONE_THREAD
+        return scores >= EXPLICIT_MIN_STEP_SCORES
     return k.shape[-2] <= (EXPLICIT_MAX_KEYS_TRAIN if training else EXPLICIT_MAX_KEYS_INFER)
 
 
@@ -79,12 +90,12 @@ def _causal_in_place(q: Tensor, k: Tensor, v: Tensor, dropout: float, scale: flo
     its own key, so no row needs the all-blocked fix of ``masked_softmax``; future keys are set
     to ``-inf`` in place and the softmax runs in float32 in one call."""
     n_q, n_k = q.shape[-2], k.shape[-2]
-    scores = (q * scale) @ k.transpose(-2, -1)  # (..., n_q, n_k)
+    scores = groups.scores(q * scale, k)  # (..., n_q, n_k)
     future = ~causal_mask(n_q, n_k, device=q.device)  # (n_q, n_k) True = blocked
     weights = torch.softmax(scores.masked_fill_(future, float("-inf")), dim=-1, dtype=torch.float32)
     weights = weights.to(q.dtype)
     dropped = F.dropout(weights, dropout) if dropout > 0 else weights
-    return dropped @ v  # (..., n_q, d_v)
+    return groups.mix(dropped, v)  # (..., n_q, d_v)
 
 
 def fused_attention(
@@ -94,24 +105,28 @@ def fused_attention(
     causal triangle bottom-right aligned (a KV cache's queries are the last ones) and zeros for
     a query whose every key is blocked."""
     n_q, n_k = q.shape[-2], k.shape[-2]
+    if groups.grouped(q, k):  # PyTorch's kernel reads the shared heads itself
+        attend = functools.partial(F.scaled_dot_product_attention, enable_gqa=True)
+    else:
+        attend = F.scaled_dot_product_attention
     if is_causal and (mask is not None or n_q != n_k):
         # PyTorch's is_causal aligns the triangle top-left; ours is bottom-right (KV cache).
         mask = combine_masks(mask, causal_mask(n_q, n_k, device=q.device))
         is_causal = False
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=is_causal, scale=scale)
+        return attend(q, k, v, dropout_p=dropout, is_causal=is_causal, scale=scale)
     if mask.is_floating_point():
         mask = mask.to(q.dtype)
     compiling = torch.compiler.is_compiling()
     if dropout == 0.0 and not compiling and kernel_zeroes_blocked_rows(q.device, q.dtype):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        return attend(q, k, v, attn_mask=mask, scale=scale)
     # Rows with every key blocked would give NaN inside the kernel: open them, then zero them.
     has_key = allowed_keys(mask).any(dim=-1, keepdim=True)  # (..., n_q, 1)
     # Nothing to fix? Answering needs a host sync: only in eager mode on the CPU.
     if not compiling and mask.device.type == "cpu" and bool(has_key.all()):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
+        return attend(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
     safe_mask = mask.masked_fill(~has_key, True if mask.dtype == torch.bool else 0.0)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout, scale=scale)
+    out = attend(q, k, v, attn_mask=safe_mask, dropout_p=dropout, scale=scale)
     return out.masked_fill(~has_key, 0.0)  # (..., n_q, d_v)
 
 

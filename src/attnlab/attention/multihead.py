@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.attention.core import scaled_dot_product_attention
+from attnlab.attention.linear import Linear
 from attnlab.attention.masks import as_attention_mask
 from attnlab.validation import (
     check_floating,
@@ -179,12 +180,12 @@ class MultiHeadAttention(nn.Module):
         self.rotary = rotary
         self.packed = self.kdim == d_model and self.vdim == d_model
         if self.packed:  # one (d + 2 d_kv, d) matrix: a single matmul for self-attention
-            self.in_proj = nn.Linear(d_model, d_model + 2 * self.kv_dim, bias=bias)
+            self.in_proj = Linear(d_model, d_model + 2 * self.kv_dim, bias=bias)
         else:
-            self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.k_proj = nn.Linear(self.kdim, self.kv_dim, bias=bias)
-            self.v_proj = nn.Linear(self.vdim, self.kv_dim, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+            self.q_proj = Linear(d_model, d_model, bias=bias)
+            self.k_proj = Linear(self.kdim, self.kv_dim, bias=bias)
+            self.v_proj = Linear(self.vdim, self.kv_dim, bias=bias)
+        self.out_proj = Linear(d_model, d_model, bias=bias)
 
     def _split_heads(self, t: Tensor, heads: int | None = None) -> Tensor:
         b, n, _ = t.shape
@@ -201,6 +202,17 @@ class MultiHeadAttention(nn.Module):
         rows = slice(start, start + (self.d_model if which == "q" else self.kv_dim))
         b = self.in_proj.bias
         return F.linear(t, self.in_proj.weight[rows], None if b is None else b[rows])
+
+    def _self_heads(self, x: Tensor, offset: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention's queries ``(B, H, n, d_h)``, keys and values ``(B, H_kv, n, d_h)``: one
+        matmul, one view; queries and keys rotated (positions ``offset..``) by a rotary embedding."""
+        h, h_kv = self.num_heads, self.num_kv_heads
+        b, n, _ = x.shape
+        heads = self.in_proj(x).view(b, n, h + 2 * h_kv, self.head_dim).transpose(1, 2)  # (B, H+2Hkv, n, d_h)
+        q, k, v = heads.split([h, h_kv, h_kv], dim=1)
+        if self.rotary is not None:
+            q, k = self.rotary(q, k, offset)
+        return q, k, v
 
     def _project(
         self, x: Tensor, memory: Tensor, value: Tensor | None
@@ -247,21 +259,13 @@ class MultiHeadAttention(nn.Module):
         cross = memory is not None
         if cross and cache is not None and cache.static and len(cache) > 0:
             memory = _CACHED  # cross-attention keys/values were computed at the first step
-        if memory is None and self.num_kv_heads == self.num_heads:  # self-attention: one matmul, one view
-            b, n, _ = x.shape
-            qkv = self.in_proj(x).view(b, n, 3, self.num_heads, self.head_dim)  # (B, n, 3, H, d_h)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 × (B, H, n, d_h)
-        elif memory is None:  # grouped: the queries' H heads, the keys' and values' H_kv
-            q, k, v = self.in_proj(x).split([self.d_model, self.kv_dim, self.kv_dim], dim=-1)
-            q, k, v = self._split_heads(q), self._kv_heads(k), self._kv_heads(v)  # (B, H | H_kv, n, d_h)
+        if memory is None:  # self-attention: one matmul, one view
+            q, k, v = self._self_heads(x, 0 if cache is None else len(cache))
         else:
             q, k, v = self._project(x, memory, value)
             q = self._split_heads(q)  # (B, H, n_q, d_h)
             if k is not None:
                 k, v = self._kv_heads(k), self._kv_heads(v)  # (B, H_kv, n_new, d_h)
-        offset = len(cache) if (cache is not None and not cross) else 0
-        if self.rotary is not None and not cross:
-            q, k = self.rotary(q, k, offset)
         if cache is not None:
             if cross:
                 if k is not None:
@@ -269,9 +273,7 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.k, cache.v
             else:
                 k, v = cache.append(k, v)  # (B, H_kv, n_k, d_h)
-        if self.num_kv_heads != self.num_heads:  # each shared head serves its group of queries
-            groups = self.num_heads // self.num_kv_heads
-            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # (B, H, n_k, d_h)
+        # k, v (B, H_kv, n_k, d_h): each shared head serves its group of H / H_kv queries (attention.groups)
         out = scaled_dot_product_attention(
             q, k, v, mask,
             is_causal=is_causal and q.shape[-2] > 1,  # one query, the last: it sees every key

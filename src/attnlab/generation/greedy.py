@@ -84,7 +84,7 @@ def masked_argmax(logits: Tensor, blocked: Sequence[int] | Tensor) -> Tensor:
         if not isinstance(blocked, Tensor):
             blocked = torch.tensor(blocked, device=logits.device)
         logits = logits.index_fill(-1, blocked, float("-inf"))
-    return logits.argmax(dim=-1)  # (R,)
+    return logits.float().argmax(dim=-1)  # (R,); float32: CPU's bf16 argmax is slower than the cast
 
 
 def greedy_search(

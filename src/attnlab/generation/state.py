@@ -74,11 +74,12 @@ def window_start(length: int, start: int, block_size: int, keep: int) -> int:
     return length - keep if length - start > block_size else start
 
 
-def takes_check(method: Callable) -> bool:
+def takes_check(method: Callable, name: str = "check") -> bool:
     """Whether a model's ``decode`` / ``forward`` takes ``check`` (docs/design.md, "Validate
-    once"): the decoding loops pass ``check=False`` to it after their first step."""
+    once"): the decoding loops pass ``check=False`` to it after their first step. ``name``: another
+    keyword (``last_only``: the model can return the last position's logits alone)."""
     try:
-        return "check" in inspect.signature(method).parameters
+        return name in inspect.signature(method).parameters
     except (TypeError, ValueError):  # no signature to read: called as it is
         return False
 
@@ -153,6 +154,7 @@ class DecoderOnlyState(DecodingRows):
     ) -> None:
         self.model, self.use_cache, self.before_step = model, use_cache, before_step
         self.takes_check = takes_check(model.forward)
+        self.last_only = {"last_only": True} if takes_check(model.forward, "last_only") else {}
         self.block_size = model.config.block_size
         self.keep = max(1, self.block_size // 2) if window_keep is None else window_keep
         if not 1 <= self.keep <= self.block_size:
@@ -169,14 +171,16 @@ class DecoderOnlyState(DecodingRows):
         length = self.tokens.shape[1]
         self.start = window_start(length, self.start, self.block_size, self.keep)
         if not self.use_cache:
-            return self.run(self.model, self.tokens[:, self.start :])[:, -1]  # (R, V)
+            return self.run(self.model, self.tokens[:, self.start :], **self.last_only)[:, -1]  # (R, V)
         if self.cache is None or self.cache_start != self.start:  # first step, or the window slid
             self.cache, self.cache_start, self.cached = (
                 self.model.new_cache(),
                 self.start,
                 self.start,
             )
-        logits = self.run(self.model, self.tokens[:, self.cached :], cache=self.cache)[:, -1]  # (R, V)
+        logits = self.run(
+            self.model, self.tokens[:, self.cached :], cache=self.cache, **self.last_only
+        )[:, -1]  # (R, V)
         self.cached = length
         return logits
 

@@ -17,6 +17,7 @@ from dataclasses import KW_ONLY, dataclass
 
 from torch import Tensor, nn
 
+from attnlab.attention.linear import Linear
 from attnlab.models.base import ModelCache, PretrainedModel, register_model
 from attnlab.modules.block_config import BlockConfig
 from attnlab.modules.positional import PositionalConfig, PositionalScheme
@@ -81,7 +82,7 @@ class GPT(PretrainedModel):
         self.pos = PositionalScheme.from_config(c, max_len=c.block_size, bidirectional=False)
         self.dropout = nn.Dropout(c.dropout)
         self.decoder = TransformerEncoderStack.from_config(c.block, c.num_layers, rotary=self.pos.rotary)
-        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.head = Linear(c.d_model, c.vocab_size, bias=False)
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by 1/√(2L)
             if name.endswith(("out_proj.weight", "ffn.w2.weight")):
@@ -104,19 +105,20 @@ class GPT(PretrainedModel):
 
     def forward(
         self, idx: Tensor, *, cache: ModelCache | None = None, return_weights: bool = False,
-        check: bool = True,
+        check: bool = True, last_only: bool = False,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """``idx`` ``(B, n)`` → logits ``(B, n, V)``.
 
         With ``return_weights``: ``(logits, weights)``, one ``(B, H, n, n_k)`` per layer.
         ``check=False`` (a decoding loop after its first step: its own tokens and cache) skips
-        the argument checks; the learned positions' length check stays.
+        the argument checks; the learned positions' length check stays. ``last_only``: the
+        logits of the last position alone, ``(B, 1, V)`` — all a decoding step reads, so a
+        prompt of ``n`` tokens skips ``n - 1`` rows of the output layer.
         """
         out = self.hidden_states(idx, cache=cache, return_weights=return_weights, check=check)
-        if return_weights:
-            x, weights = out
-            return self.head(x), weights  # (B, n, V)
-        return self.head(out)  # (B, n, V)
+        x, weights = out if return_weights else (out, None)
+        logits = self.head(x[:, -1:] if last_only else x)  # (B, n or 1, V)
+        return (logits, weights) if return_weights else logits
 
     def hidden_states(
         self, idx: Tensor, *, cache: ModelCache | None = None, return_weights: bool = False,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.attention.linear import Linear
 from attnlab.validation import check_choice, check_positive, check_probability, check_width
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
@@ -53,8 +54,8 @@ class FeedForward(nn.Module):
         check_choice("activation", activation, ACTIVATIONS)
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
         hidden = 2 * d_ff if activation == "swiglu" else d_ff
-        self.w1 = nn.Linear(d_model, hidden, bias=bias)
-        self.w2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.w1 = Linear(d_model, hidden, bias=bias)
+        self.w2 = Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, *, check: bool = True) -> Tensor:
