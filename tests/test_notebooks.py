@@ -27,6 +27,9 @@ DECKS = {  # title, as docs/lectures.md lists it → an author the first cell na
 }
 
 
+CLEAR = "clear them: .venv/bin/jupyter nbconvert --clear-output --inplace docs/notebooks/*.ipynb"
+
+
 def cells(path):
     notebook = json.loads(path.read_text(encoding="utf-8"))
     assert notebook["nbformat"] == 4, f"{path.name} is not an nbformat 4 notebook"
@@ -57,7 +60,7 @@ def test_one_notebook_a_deck_titled_by_it():
 def test_stored_without_outputs(path):
     for number, cell in enumerate(cells(path), start=1):
         if cell["cell_type"] == "code":
-            assert cell["outputs"] == [], f"{path.name}, cell {number}: stored with outputs (clear them)"
+            assert cell["outputs"] == [], f"{path.name}, cell {number}: stored with outputs; {CLEAR}"
             assert cell["execution_count"] is None, f"{path.name}, cell {number}: stored with a count"
 
 
