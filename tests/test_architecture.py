@@ -31,6 +31,7 @@ FLOORS = [
     ("attnlab.tasks",),
     ("attnlab.labs",),
     ("attnlab.explorer",),
+    ("attnlab.views",),
     ("attnlab.cli",),
 ]
 
@@ -102,7 +103,7 @@ WINGS = {
                      "attnlab.analysis"),
     "engine": ("attnlab.training", "attnlab.generation", "attnlab.data"),
     "applications": ("attnlab.pipelines", "attnlab.tasks", "attnlab.labs", "attnlab.explorer",
-                     "attnlab.cli"),
+                     "attnlab.views", "attnlab.cli"),
 }
 ENGINE_SEES = ("attnlab.attention", "attnlab.modules", "attnlab.models.base")  # the seams, never a model
 

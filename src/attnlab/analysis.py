@@ -268,12 +268,13 @@ def kv_cache_bytes(config: GPTConfig, tokens: int, *, batch_size: int = 1, bytes
 
 
 def _decoder_forward(config: GPTConfig, new: int, context: int, batch_size: int) -> int:
-    """A GPT forward pass over ``new`` tokens whose keys end a context of ``context`` tokens."""
+    """A GPT forward pass over ``new`` tokens whose keys end a context of ``context`` tokens, the
+    output layer on the last position alone (``GPT.forward(last_only=True)``, as decoding runs it)."""
     d = config.d_model
     attn = attention_cost(new, context, d, config.num_heads, batch_size, new_keys=new,
                           kv_width=_kv_width(config))
     ffn = ffn_cost(new, d, config.ffn_dim, config.activation, batch_size)
-    return config.num_layers * (attn.total + ffn) + 2 * batch_size * new * d * config.vocab_size
+    return config.num_layers * (attn.total + ffn) + 2 * batch_size * d * config.vocab_size  # last logits
 
 
 # ------------------------------------------------- the recurrent and convolutional rows

@@ -34,7 +34,9 @@ def json_for_html(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _inline(name: str) -> str:
+def inline_script(name: str) -> str:
+    """The script ``static/name`` to write inside a ``<script>`` element (this page, and the
+    notebook views of :mod:`attnlab.views`); a ``ValueError`` if it could end that element."""
     script = static_text(name)
     if "</script" in script.lower():
         raise ValueError(f"static/{name} must not contain '</script' (it is written inline)")
@@ -53,7 +55,7 @@ def render_page(data: dict[str, Any] | None = None) -> str:
     else:
         parts = {
             "STYLE": f"<style>\n{static_text('explorer.css')}</style>",
-            "SCRIPT": "\n".join(f"<script>\n{_inline(name)}</script>" for name in SCRIPTS),
+            "SCRIPT": "\n".join(f"<script>\n{inline_script(name)}</script>" for name in SCRIPTS),
             "DATA": f'<script type="application/json" class="attnlab-data">{json_for_html(data)}</script>',
         }
     return SLOT.sub(lambda slot: parts[slot.group(1)], static_text("explorer.html"))

@@ -11,7 +11,9 @@ head travels alone, as the page asks for it, in a record of ``4n + R`` bytes:
   the float weight, the largest weight of every row all but exact;
 * of a causal model only the lower triangle, row ``i`` holding columns ``0..i`` (``R = n(n+1)/2``):
   the masked softmax puts exactly 0 above the diagonal (Vaswani et al. 2017, "Attention Is All
-  You Need", §3.2.3), so nothing is lost; of a bidirectional one, every row (``R = n²``).
+  You Need", §3.2.3), so nothing is lost; of a bidirectional one, every row (``R = n²``); of
+  a cross-attention (``n`` queries over ``n_k`` keys: a translator's, a captioner's, the notebook
+  views' heatmaps, :mod:`attnlab.views`), every row of ``n_k`` columns (``4n + R``, ``R = n n_k``).
 
 At ``n = 512``, causal, a record is 133,376 bytes, the whole model 36 MB instead of 283 MB.
 The attention map's overview (Vig 2019, "A Multiscale Visualization of Attention in the
@@ -30,24 +32,25 @@ THUMBNAIL = 32
 LEVELS = 255
 
 
-def record_size(n: int, causal: bool) -> int:
-    """The bytes of one head's record over ``n`` tokens."""
-    return 4 * n + (n * (n + 1) // 2 if causal else n * n)
+def record_size(n: int, causal: bool, keys: int | None = None) -> int:
+    """The bytes of one head's record over ``n`` queries (and ``keys`` keys, default ``n``)."""
+    return 4 * n + (n * (n + 1) // 2 if causal else n * (n if keys is None else keys))
 
 
 def quantize_heads(weights: Tensor, causal: bool) -> list[bytes]:
-    """Every head of ``weights`` ``(L, H, n, n)`` (rows the queries, each summing to 1) as its
-    record, layer-major: record ``l · H + h`` is layer ``l``'s head ``h``. ``causal``: keep
-    only the lower triangle (a ``ValueError`` when a weight above the diagonal is not 0)."""
-    if weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
+    """Every head of ``weights`` ``(L, H, n, n)`` (rows the queries, each summing to 1; not
+    causal, ``(L, H, n, n_k)`` too) as its record, layer-major: record ``l · H + h`` is layer
+    ``l``'s head ``h``. ``causal``: keep only the lower triangle (a ``ValueError`` when a weight
+    above the diagonal is not 0)."""
+    if weights.dim() != 4 or (causal and weights.shape[-1] != weights.shape[-2]):
         raise ValueError(f"attention weights must be (layers, heads, n, n), got {tuple(weights.shape)}")
-    n = weights.shape[-1]
-    flat = weights.detach().float().cpu().reshape(-1, n * n)
-    maxima = flat.view(-1, n, n).amax(dim=-1)  # (L·H, n)
+    n, keys = weights.shape[-2:]
+    flat = weights.detach().float().cpu().reshape(-1, n * keys)
+    maxima = flat.view(-1, n, keys).amax(dim=-1)  # (L·H, n)
     scale = torch.where(maxima > 0, LEVELS / maxima, torch.zeros_like(maxima))
-    rows, cols = torch.tril_indices(n, n) if causal else torch.ones(n, n).nonzero().T
-    kept, above = rows * n + cols, torch.triu_indices(n, n, 1)
-    above = above[0] * n + above[1]
+    rows, cols = torch.tril_indices(n, n) if causal else torch.ones(n, keys).nonzero().T
+    kept, above = rows * keys + cols, torch.triu_indices(n, keys, 1)
+    above = above[0] * keys + above[1]
     records = []
     for head, row_max, row_scale in zip(flat, maxima, scale, strict=True):  # ~1 ms a head at n = 512
         if causal and head.index_select(0, above).any():
@@ -58,26 +61,29 @@ def quantize_heads(weights: Tensor, causal: bool) -> list[bytes]:
     return records
 
 
-def dequantize(record: bytes, n: int, causal: bool) -> Tensor:
-    """One head's ``(n, n)`` float32 weights from its record (zeros above the diagonal of a
-    causal one) — what the page's script decodes, written again in Python."""
-    if len(record) != record_size(n, causal):
-        raise ValueError(f"a record of {n} tokens has {record_size(n, causal)} bytes, got {len(record)}")
+def dequantize(record: bytes, n: int, causal: bool, keys: int | None = None) -> Tensor:
+    """One head's ``(n, n)`` float32 weights (``(n, keys)`` of a cross-attention) from its
+    record (zeros above the diagonal of a causal one) — what the page's script decodes,
+    written again in Python."""
+    keys = n if keys is None else keys
+    if len(record) != record_size(n, causal, keys):
+        size = record_size(n, causal, keys)
+        raise ValueError(f"a record of {n} tokens has {size} bytes, got {len(record)}")
     maxima = np.frombuffer(record[:4 * n], dtype="<f4")
     levels = np.frombuffer(record[4 * n:], dtype=np.uint8).astype(np.float32)
-    matrix = np.zeros((n, n), dtype=np.float32)
+    matrix = np.zeros((n, keys), dtype=np.float32)
     if causal:
         matrix[np.tril_indices(n)] = levels
     else:
-        matrix[:] = levels.reshape(n, n)
+        matrix[:] = levels.reshape(n, keys)
     return torch.from_numpy(matrix * (maxima / LEVELS)[:, None])
 
 
 def thumbnails(weights: Tensor, size: int = THUMBNAIL) -> tuple[int, bytes]:
-    """``(t, data)``: every head of ``weights`` ``(L, H, n, n)`` average-pooled to ``t × t``
-    blocks (``t = min(n, size)``), each scaled to its own largest block, as uint8, layer-major
-    then row-major (``L · H · t²`` bytes)."""
-    t = min(weights.shape[-1], size)
+    """``(t, data)``: every head of ``weights`` ``(L, H, n, n_k)`` average-pooled to ``t × t``
+    blocks (``t = min(max(n, n_k), size)``; a short side's rows repeated), each scaled to its own
+    largest block, as uint8, layer-major then row-major (``L · H · t²`` bytes)."""
+    t = min(max(weights.shape[-2:]), size)
     pooled = torch.nn.functional.adaptive_avg_pool2d(weights.detach().float().cpu(), t)  # (L, H, t, t)
     top = pooled.amax(dim=(-2, -1), keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
     levels = (pooled / top * LEVELS).round().clamp(0, LEVELS).to(torch.uint8)

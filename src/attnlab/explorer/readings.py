@@ -78,8 +78,13 @@ class Reading:
     def embedded(self) -> dict[str, Any]:
         """:meth:`describe` with every record in it, zlib-compressed and base64-encoded
         (``"records"``, layer-major), for a page that has no server to ask."""
-        packed = [base64.b64encode(zlib.compress(r, COMPRESSION_LEVEL)).decode("ascii") for r in self.records]
-        return {**self.describe(), "records": packed, "compressed": "deflate"}
+        return {**self.describe(), "records": packed(self.records), "compressed": "deflate"}
+
+
+def packed(records: list[bytes]) -> list[str]:
+    """``records`` as a page embeds them: each zlib-compressed (``"deflate"`` to the browser's
+    ``DecompressionStream``) and base64-encoded (the notebook views, :mod:`attnlab.views`, too)."""
+    return [base64.b64encode(zlib.compress(r, COMPRESSION_LEVEL)).decode("ascii") for r in records]
 
 
 def reading_id(checkpoint: str, text: str) -> str:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from torch import Tensor
 
 from attnlab.visualize.figure import save_figure
 
-__all__ = ["CaptionAttention", "plot_caption_attention"]
+__all__ = ["CaptionAttention", "caption_figure", "plot_caption_attention"]
 
 
 class CaptionAttention(NamedTuple):
@@ -44,6 +44,12 @@ def _show_image(ax, image: Tensor) -> None:
 def plot_caption_attention(rows: Sequence[CaptionAttention], path: str | Path, *, title: str = "") -> Path:
     """Draw ``rows`` (:class:`CaptionAttention`) into ``path``: per row the image, then each
     word's attention map (bilinear over the image, brighter = more weight)."""
+    return save_figure(caption_figure(rows, title=title), path)
+
+
+def caption_figure(rows: Sequence[CaptionAttention], *, title: str = "") -> Any:
+    """The ``Figure`` of :func:`plot_caption_attention` (and of the notebook view
+    ``attnlab.views.caption_attention``)."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
@@ -75,4 +81,4 @@ def plot_caption_attention(rows: Sequence[CaptionAttention], path: str | Path, *
             ax.set_title(row.words[t], fontsize=9)
     if title:
         fig.suptitle(title, fontsize=10, fontweight="bold")
-    return save_figure(fig, path)
+    return fig

@@ -13,7 +13,7 @@ matplotlib is imported here, not by ``import attnlab`` (the Figure API needs no 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,6 @@ def plot_memory_access(
     ``targets`` and ``outputs (T, out)`` (probabilities), a write head's ``adds (T, M)`` and
     ``write_weights (T, N)``, a read head's ``read_weights (T, N)`` (tensors or arrays).
     Locations are cropped to the span the heads used."""
-    from matplotlib.figure import Figure
 
     inputs, targets, outputs, write, read, adds = (
         np.asarray(x.detach().float().cpu() if isinstance(x, torch.Tensor) else x)
@@ -54,8 +53,18 @@ def plot_memory_access(
         (f"write weightings ({locations})", write[:, span].T, "location", span.start),
         (f"read weightings ({locations})", read[:, span].T, "location", span.start),
     ]
-    fig = Figure(figsize=(min(4 + 0.12 * inputs.shape[0], 16), 11), layout="constrained")
-    axes = fig.subplots(len(panels), 1, sharex=True)
+    return save_figure(memory_figure(panels, title=title), path)
+
+
+def memory_figure(panels: Sequence[tuple[str, np.ndarray, str, int]], *, title: str = "") -> Any:
+    """The ``Figure`` of :func:`plot_memory_access` (and of the notebook view
+    ``attnlab.views.ntm_memory``): one panel a ``(name, image (rows, T), y label, first row's
+    index)``, time across; a ``location`` panel in grey levels (black = 1), others in viridis."""
+    from matplotlib.figure import Figure
+
+    steps = panels[0][1].shape[1]
+    fig = Figure(figsize=(min(4 + 0.12 * steps, 16), 1 + 1.7 * len(panels)), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(len(panels), 1, sharex=True))
     for ax, (name, image, ylabel, first) in zip(axes, panels, strict=True):
         rows, steps = image.shape
         ax.imshow(image, aspect="auto", cmap="gray_r" if ylabel == "location" else "viridis",
@@ -65,7 +74,7 @@ def plot_memory_access(
     axes[-1].set_xlabel("time step")
     if title:
         fig.suptitle(title)
-    return save_figure(fig, path)
+    return fig
 
 
 def plot_generalisation(
