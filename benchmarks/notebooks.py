@@ -73,9 +73,10 @@ def run_one(path: Path, kernel: str, out_dir: Path) -> tuple[float, int, int, st
     """Execute ``path``; write its executed copy and HTML into ``out_dir``. Returns (wall seconds,
     code cells, views drawn, the error or None)."""
     import nbformat
-    from attnlab.views import export_html
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
+
+    from attnlab.views import export_html
 
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, kernel_name=kernel, timeout=CELL_TIMEOUT_S,
