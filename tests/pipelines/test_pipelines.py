@@ -15,7 +15,7 @@ import torch
 from attnlab.data import CharTokenizer
 from attnlab.data.tokenizers import SPECIAL_TOKENS, WordTokenizer
 from attnlab.generation import beam_search
-from attnlab.models import ShowAttendTell, ShowAttendTellConfig, Transformer, TransformerConfig
+from attnlab.models import Transformer, TransformerConfig
 from attnlab.pipelines import (
     CaptioningPipeline,
     DecodeConfig,
@@ -24,6 +24,7 @@ from attnlab.pipelines import (
     TranslationPipeline,
 )
 from explorer_toys import CHARS, ENGLISH, GERMAN, gpt_checkpoint, tiny_encoder, translator_checkpoint
+from views_toys import captioner as toy_captioner
 
 SENTENCES = ["Ein Hund läuft über die Wiese.", "", "Eine Frau liest ein Buch.", "Ein Kind spielt.", "  "]
 
@@ -175,11 +176,7 @@ def test_lm_save_then_from_checkpoint_round_trips(lm, tmp_path):
 
 @pytest.fixture(scope="module")
 def captioner() -> CaptioningPipeline:
-    tok = WordTokenizer.train(["a big seven", "two small threes and a one"])
-    torch.manual_seed(0)
-    config = ShowAttendTellConfig(vocab_size=tok.vocab_size, image_size=16, conv_channels=(4, 8),
-                                  feature_dim=8, embed_dim=8, hidden_dim=16, attention_dim=8, dropout=0.0)
-    return CaptioningPipeline(ShowAttendTell(config).eval(), tok, recipe={"eval": {"max_len": 6}})
+    return toy_captioner()
 
 
 def test_caption_is_the_models_greedy_loop_by_hand(captioner):

@@ -10,15 +10,11 @@ CDN scripts (require.js, MathJax), on the offline page none at all."""
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import pytest
 
+from browser import CHROMIUM, DRIVER, chromium, requested_urls
 from repo_paths import ROOT
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
                                 reason="needs Chromium and its driver: make browser")
 webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium: pip install 'attnlab[test]'")
@@ -83,25 +79,9 @@ def notebook(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 "--window-size=1280,1100", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
+    driver = chromium()
     yield driver
     driver.quit()
-
-
-def requested(driver) -> list[str]:
-    """Every URL the page asked for since the last call (the DevTools log: failed requests too)."""
-    urls = []
-    for entry in driver.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            urls.append(message["params"]["request"]["url"])
-    return urls
 
 
 def external(urls: list[str]) -> list[str]:
@@ -109,7 +89,7 @@ def external(urls: list[str]) -> list[str]:
 
 
 def open_and_wait(driver, path) -> list:
-    requested(driver)  # the log so far, dropped
+    requested_urls(driver)  # the log so far, dropped
     driver.get(path.as_uri())
     roots = driver.find_elements(By.CLASS_NAME, "attnlab-view")
     WebDriverWait(driver, WAIT_S).until(
@@ -142,7 +122,7 @@ def test_ten_views_draw_in_the_exported_page_with_no_network(notebook, browser, 
     assert drawn[:3] == ["1,3", "1,2", "0,0"]  # the last layer's mean head (3 heads, 2 heads), an RNN's one
     assert drawn[4:8] == ["1:0,1,2", "query 9", "words 4", "steps 12"]
     assert len({r.get_attribute("id") for r in roots}) == 10
-    urls = requested(browser)
+    urls = requested_urls(browser)
     template = HTMLExporter(template_name="lab")
     if offline:
         assert external(urls) == []
@@ -165,7 +145,7 @@ def test_the_views_respond_in_the_offline_page(notebook, browser, tmp_path):
             "var done = arguments[1]; arguments[0].attnlabView.png().then(b => done([b.type, b.size]))", root)
         assert size[0] == "image/png" and size[1] > 1000
         assert len(root.find_elements(By.CSS_SELECTOR, ".attnlab-view-png, .attnlab-view-svg")) == 2
-    assert external(requested(browser)) == []
+    assert external(requested_urls(browser)) == []
 
 
 def test_one_output_shown_twice_draws_twice(browser, tmp_path):
