@@ -66,6 +66,8 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in [
         "the Neural Turing Machine's read and write weightings from a trained checkpoint"),
     Lab("captions", "attnlab.labs.captions",
         "where the captioner looks, word by word, from a trained checkpoint"),
+    Lab("explanations", "attnlab.labs.explanations",
+        "attention, rollout, flow, gradient x attention and IG scored where the truth is known"),
 ]}
 
 
