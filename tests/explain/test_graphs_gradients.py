@@ -42,14 +42,15 @@ def test_a_recurrent_decoders_rollout_is_the_running_half_mix_of_its_reads():
     assert np.allclose(rolled[:6], expected, atol=1e-12)
     assert rolled[6] == pytest.approx(0.5 ** 6)  # what the state kept of itself
     graph = recurrent_graph(alphas)
-    assert graph.shape == (5, 7, 7) and np.array_equal(graph[:, :6, :6], np.broadcast_to(np.eye(6), (5, 6, 6)))
+    assert graph.shape == (5, 7, 7)
+    assert np.array_equal(graph[:, :6, :6], np.broadcast_to(np.eye(6), (5, 6, 6)))  # locations stay
 
 
 def test_an_encoder_decoder_graph_reads_the_sources_through_the_cross_attention():
     sources, targets = 3, 2
     cross = softmax_rows(1, 1, 2, targets, sources)
-    maps = encoder_decoder_graph(torch.eye(sources).expand(1, 2, -1, -1), torch.eye(targets).expand(1, 2, -1, -1),
-                                 cross)
+    own_source, own_target = torch.eye(sources).expand(1, 2, -1, -1), torch.eye(targets).expand(1, 2, -1, -1)
+    maps = encoder_decoder_graph(own_source, own_target, cross)
     assert maps.shape == (3, 5, 5) and np.allclose(maps.sum(-1), 1.0)
     rolled = attention_rollout(maps)
     mean = cross.double().mean(1)[0].numpy()  # (T, S)
@@ -70,8 +71,8 @@ def tiny_transformer() -> Transformer:
 
 def tiny_captioner() -> ShowAttendTell:
     torch.manual_seed(0)
-    config = ShowAttendTellConfig(vocab_size=12, image_size=16, conv_channels=(4, 4), feature_dim=8, embed_dim=8,
-                                  hidden_dim=16, attention_dim=8, dropout=0.0)
+    config = ShowAttendTellConfig(vocab_size=12, image_size=16, conv_channels=(4, 4), feature_dim=8,
+                                  embed_dim=8, hidden_dim=16, attention_dim=8, dropout=0.0)
     return ShowAttendTell(config).eval()
 
 
@@ -154,9 +155,10 @@ def test_pointing_mass_and_overlap_on_hand_made_vectors():
     assert pointing_hit(torch.tensor([0.1, 0.5, 0.2, 0.2]), truth)
     assert not pointing_hit(torch.tensor([0.3, 0.1, 0.3, 0.3]), truth)  # a tie goes to the first
     assert uniform_pointing(truth) == 0.5
-    assert mass_on_truth(torch.tensor([-1.0, 1.0, 2.0, 1.0]), truth) == pytest.approx(0.75)  # negatives dropped
+    assert mass_on_truth(torch.tensor([-1.0, 1.0, 2.0, 1.0]), truth) == pytest.approx(0.75)  # no negatives
     assert mass_on_truth(-torch.ones(4), truth) == 0.0
-    assert overlap(torch.tensor([0.5, 0.5, 0.0, 0.0]), torch.tensor([0.0, 1.0, 0.0, 0.0])) == pytest.approx(0.5)
+    half, one = torch.tensor([0.5, 0.5, 0.0, 0.0]), torch.tensor([0.0, 1.0, 0.0, 0.0])
+    assert overlap(half, one) == pytest.approx(0.5)
     assert overlap(torch.tensor([2.0, 0.0]), torch.tensor([1.0, 0.0])) == pytest.approx(1.0)
     with pytest.raises(ValueError, match=r"truth has shape \(3\) but relevance has \(4\)"):
         pointing_hit(torch.ones(4), torch.ones(3, dtype=torch.bool))

@@ -15,14 +15,13 @@ from attnlab.explain import attention_flow, attention_rollout, layer_maps, max_f
 
 def min_cut(capacity: dict, source, sink) -> float:
     """The capacity of the smallest source–sink cut, every cut enumerated (max-flow min-cut)."""
-    nodes = sorted({source, sink} | set(capacity) | {v for e in capacity.values() for v in e} - {source, sink},
-                   key=str)
-    inner = [n for n in nodes if n not in (source, sink)]
+    nodes = set(capacity) | {v for edges in capacity.values() for v in edges}
+    inner = sorted(nodes - {source, sink}, key=str)
     best = float("inf")
     for r in range(len(inner) + 1):
         for chosen in itertools.combinations(inner, r):
             side = {source, *chosen}
-            cut = sum(c for u, edges in capacity.items() if u in side for v, c in edges.items() if v not in side)
+            cut = sum(c for u in side for v, c in capacity.get(u, {}).items() if v not in side)
             best = min(best, cut)
     return best
 
@@ -87,7 +86,8 @@ def test_rollout_equals_a_float64_product_of_the_residual_maps():
     hat = [(0.5 * m + 0.5 * np.eye(4)) / (0.5 * m + 0.5 * np.eye(4)).sum(1, keepdims=True) for m in a]
     expected = np.linalg.multi_dot(hat[::-1])
     assert np.allclose(attention_rollout(maps), expected, atol=1e-12)
-    assert np.allclose(attention_rollout(maps, residual=False), np.linalg.multi_dot(list(a[::-1])), atol=1e-12)
+    raw = np.linalg.multi_dot(list(a[::-1]))
+    assert np.allclose(attention_rollout(maps, residual=False), raw, atol=1e-12)
     assert np.allclose(attention_rollout(maps).sum(-1), 1.0)
 
 

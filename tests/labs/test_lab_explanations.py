@@ -6,11 +6,12 @@ has cases) and the one-line refusal naming the train commands."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-import pytest
+from attnlab.explain import gradient_x_attention
 from attnlab.labs.explanations.captioner import cells_in_box, explain_scene, pool_to_grid
-from attnlab.labs.explanations.ntm import explain_step, recomputed_logits, run_steps
+from attnlab.labs.explanations.ntm import answer_likelihood, explain_step, recomputed_logits, run_steps
 from attnlab.labs.explanations.tally import Tally
 from attnlab.labs.explanations.translator import copied_words, explain_sentence, words
 from attnlab.labs.registry import LabUnavailable, run_lab
@@ -49,8 +50,8 @@ def test_cells_in_a_box_and_pixels_pooled_to_the_grid():
 def test_the_tally_scores_methods_and_both_baselines():
     tally = Tally("toy")
     truth = torch.tensor([False, True, False, False])
-    tally.add({"attention": torch.tensor([0.1, 0.6, 0.2, 0.1]), "rollout": torch.tensor([0.4, 0.3, 0.2, 0.1])},
-              truth)
+    points, misses = torch.tensor([0.1, 0.6, 0.2, 0.1]), torch.tensor([0.4, 0.3, 0.2, 0.1])
+    tally.add({"attention": points, "rollout": misses}, truth)
     assert tally.pointing("attention") == 1.0 and tally.pointing("rollout") == 0.0
     assert tally.mass("attention") == pytest.approx(0.6) and tally.mass("uniform") == pytest.approx(0.25)
     assert tally.pointing("uniform") == 0.25 and tally.cases == 1 and tally.best() == ["attention"]
@@ -74,9 +75,9 @@ def runs(tmp_path_factory):
 def test_the_ntms_answer_is_recomputed_from_the_memory_it_reads(runs):
     from attnlab.models import load_pretrained
 
-    model = load_pretrained(runs / "runs" / "ntm" / "copy_ntm_seed0" / "best").eval()
-    inputs = torch.zeros(3, 9, 9)
-    inputs[:, :4, :8] = torch.randint(0, 2, (3, 4, 8), generator=torch.Generator().manual_seed(0)).float()
+    model = load_pretrained(runs / "runs" / "ntm" / "copy_ntm_seed0" / "best").eval().double()
+    inputs = torch.zeros(3, 9, 9, dtype=torch.float64)
+    inputs[:, :4, :8] = torch.randint(0, 2, (3, 4, 8), generator=torch.Generator().manual_seed(0)).double()
     inputs[:, 4, 8] = 1.0
     with torch.enable_grad():
         run = run_steps(model, inputs)
@@ -87,9 +88,25 @@ def test_the_ntms_answer_is_recomputed_from_the_memory_it_reads(runs):
         again = recomputed_logits(model, run.h[t], run.memory[t], run.reads[t])
         assert torch.allclose(again, logits[:, t], atol=1e-6)
         assert torch.allclose(run.read[t], trace.read_weights[:, t, 0], atol=1e-7)
+    # gradient × attention of the answer at step 6 over its own read = finite differences of the answer
+    signs = torch.where(run.logits[6] >= 0, 1.0, -1.0).detach()
+    with torch.enable_grad():
+        f = answer_likelihood(run.logits[6], signs).sum()
+        (term,) = gradient_x_attention(f, [run.reads[6]], retain_graph=True)
+
+    def scaled(n: int, eps: float) -> float:
+        reads = run.reads[6].detach().clone()
+        reads[:, 0, n] *= 1 + eps
+        logits = recomputed_logits(model, run.h[6].detach(), run.memory[6].detach(), reads)
+        return float(answer_likelihood(logits, signs).sum().detach())
+
+    for n in (0, 3, 9):
+        estimate = (scaled(n, 1e-5) - scaled(n, -1e-5)) / 2e-5
+        assert float(term[:, 0, n].sum()) == pytest.approx(estimate, rel=1e-6, abs=1e-10)
     found, ig = explain_step(model, run, 6, steps=64)
+    assert float(sum(found[b]["gradient × attention"].abs().sum() for b in range(3))) > 0
     assert len(found) == 3 and all(found[b]["attention"].shape == (16,) for b in range(3))
-    assert torch.allclose(found[1]["attention"].float(), trace.read_weights[1, 6, 0])
+    assert torch.allclose(found[1]["attention"], trace.read_weights[1, 6, 0])
     assert abs(float(ig.gap[0])) <= 1e-3 * max(abs(float(ig.ends[0, 1] - ig.ends[0, 0])), 1e-3)
     for b in range(3):  # at least the direct edge's 0.5 α_a(n), at most the one unit the state takes in
         flow, direct = found[b]["flow"], 0.5 * found[b]["attention"]
@@ -114,6 +131,30 @@ def test_a_translators_methods_on_a_copied_sentence(runs):
     assert bool((ig.gap.abs() <= 0.02 * delta + 1e-4).all())  # complete up to the midpoint rule
 
 
+def test_bahdanaus_methods_read_its_alignments():
+    from attnlab.models import AttentionSeq2Seq
+    from attnlab.models.attention_seq2seq import AttentionSeq2SeqConfig
+
+    torch.manual_seed(0)
+    config = AttentionSeq2SeqConfig(src_vocab_size=30, embed_dim=8, encoder_dim=8, hidden_dim=16,
+                                    attention_dim=8, dropout=0.0)
+    model = AttentionSeq2Seq(config).eval()
+    src, out = [5, 6, 7, 8, 9], [10, 11, 12, 13]
+    found, ig = explain_sentence(model, src, out, 1, 2, [0, 3], steps=64)
+    with torch.no_grad():
+        memory, mask = model.encode(torch.tensor([src]))
+        _, (alphas,) = model.decode(torch.tensor([[1, *out]]), memory, mask, return_weights=True)
+    alphas = alphas[0, 0].double()  # (T, S)
+    for k, p in enumerate([0, 3]):
+        assert torch.allclose(found[k]["attention"], alphas[p], atol=1e-6)
+        mixed = torch.zeros(5, dtype=torch.float64)  # rollout: the running half mix of the reads
+        for alpha in alphas[:p + 1]:
+            mixed = 0.5 * alpha + 0.5 * mixed
+        assert torch.allclose(found[k]["rollout"], mixed, atol=1e-6)
+    delta = (ig.ends[:, 1] - ig.ends[:, 0]).abs()
+    assert bool((ig.gap.abs() <= 0.02 * delta + 1e-4).all())
+
+
 def test_the_lab_in_quick_mode_scores_every_task_it_finds(runs, tmp_path, monkeypatch):
     import attnlab.pipelines.decoding as decoding
 
@@ -123,8 +164,8 @@ def test_the_lab_in_quick_mode_scores_every_task_it_finds(runs, tmp_path, monkey
     numbers = report.numbers
     assert numbers["ntm_cases"] == 2 * 5 and numbers["transformer_cases"] > 0  # 2 sequences of length 5
     for task in ("ntm", "transformer"):
-        for method in ("attention", "rollout", "flow", "gradient_x_attention", "integrated_gradients", "uniform"):
-            assert 0.0 <= numbers[f"{task}_pointing_{method}"] <= 1.0
+        for method in METHODS + ("random",):
+            assert 0.0 <= numbers[f"{task}_pointing_{method.replace(' × ', '_x_').replace(' ', '_')}"] <= 1.0
     assert numbers["ntm_pointing_uniform"] == pytest.approx(1 / 16)
     assert numbers["ntm_ig_gap"] < numbers["ntm_ig_delta"]
     assert "Not run here: lab explanations reads a trained checkpoint and none of runs/digits_caption" in \
@@ -160,7 +201,8 @@ def test_the_captioners_methods_on_its_true_captions(tmp_path, monkeypatch):
     found, ig = explain_scene(model, test.images[0], test.ids[0], tok.bos_id, tok.eos_id, [0, 2], steps=64)
     maps = captioner.attention(test.images[0], test.ids[0]).maps
     assert torch.allclose(found[1]["attention"].float(), maps[2].flatten(), atol=1e-6)
-    assert torch.allclose(found[0]["integrated gradients"].sum(), ig.attributions[0].sum().double(), atol=1e-5)
+    pooled, pixels = found[0]["integrated gradients"].sum(), ig.attributions[0].sum().double()
+    assert torch.allclose(pooled, pixels, atol=1e-5)
     monkeypatch.chdir(tmp_path)
     report = run_lab("explanations", tmp_path / "out", quick())
     assert report.numbers["show_attend_tell_cases"] == sum(len(d) for d in test.digits)

@@ -75,7 +75,7 @@ def _found(options: LabOptions) -> tuple[list[tuple[Part, Path]], list[str]]:
             missing.append(str(why))
     if not found:
         raise LabUnavailable("; ".join(missing))
-    return found, missing
+    return found, [] if options.checkpoint else missing
 
 
 def _explain(part: Part, checkpoint: Path, options: LabOptions, settings: Settings,
@@ -133,7 +133,7 @@ def _report(report: LabReport, results: list, missing: list[str], settings: Sett
         _numbers(report, checkpoint, tally)
     report.text(_verdict(tallies, settings))
     if missing:
-        report.text("Not run here: " + " ".join(missing))
+        report.text("Not run here: " + "; ".join(missing))
     for _, kind, _, path in results:
         if path is not None:
             report.figure(path, f"{_title(kind)}: each method's relevance beside the truth (ringed: the most "

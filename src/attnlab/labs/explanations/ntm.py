@@ -16,7 +16,7 @@ The methods, from the first read head:
 * **attention**: the read weighting ``w^read_a`` of the answer step;
 * **rollout**, **flow**: over :func:`~attnlab.explain.graphs.recurrent_graph` of the read
   weightings of steps ``0 … a`` (the controller's state carries the earlier reads);
-* **gradient × attention**: ``Σ_{t ≤ a} w^read_t ⊙ ∂f/∂w^read_t``;
+* **gradient × attention**: ``Σ_{t ≤ a} w^read_t ⊙ ∂f/∂w^read_t`` (every read head's);
 * **integrated gradients**: over the memory ``M_a`` the answer step reads, from the fresh memory
   (every cell the model's constant ``memory_init``: nothing written), the read weighting held at
   its value, summed over each location's ``M`` cells. The answer is
@@ -51,9 +51,10 @@ from attnlab.labs.report import LabOptions
 @dataclass
 class Run:
     """One batch of sequences run step by step: per step the first read head's weighting
-    ``read[t]`` ``(B, N)`` and the write head's ``write[t]``, the logits ``(B, out)``, and what
-    the answer steps need: the controller states ``h[t]`` ``(B, C)``, the memories ``memory[t]``
-    ``(B, N, M)`` and all read heads' weightings ``reads[t]`` ``(B, R, N)``."""
+    ``read[t]`` ``(B, N)`` and the write head's ``write[t]`` (views, for reading), the logits
+    ``(B, out)``, and what the answer steps need: the controller states ``h[t]`` ``(B, C)``, the
+    memories ``memory[t]`` ``(B, N, M)`` and all read heads' weightings ``reads[t]``
+    ``(B, R, N)``, the tensors the machine computed with (gradients reach them, not the views)."""
 
     read: list[Tensor]
     write: list[Tensor]
@@ -112,7 +113,7 @@ def explain_step(
     signs = torch.where(run.logits[step] >= 0, 1.0, -1.0).detach()
     with torch.enable_grad():
         f = answer_likelihood(run.logits[step], signs).sum()  # sequences are independent
-        grads = key_relevance(f, run.read[:step + 1], retain_graph=True)  # (B, N)
+        grads = key_relevance(f, run.reads[:step + 1], retain_graph=True)  # (B, N), the read heads summed
     ig = _memory_ig(model, run, step, signs, steps)
     memory_relevance = ig.attributions[0].sum(-1)  # (B, N)
     reads = torch.stack(run.read[:step + 1], dim=1).detach()  # (B, t, N)
