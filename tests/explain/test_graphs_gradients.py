@@ -152,9 +152,10 @@ def test_integrated_gradients_are_complete_on_a_small_network():
 # ----------------------------------------------------------------------------- scores
 def test_pointing_mass_and_overlap_on_hand_made_vectors():
     truth = torch.tensor([False, True, True, False])
-    assert pointing_hit(torch.tensor([0.1, 0.5, 0.2, 0.2]), truth)
-    assert not pointing_hit(torch.tensor([0.3, 0.1, 0.3, 0.3]), truth)  # a tie goes to the first
-    assert uniform_pointing(truth) == 0.5
+    assert pointing_hit(torch.tensor([0.1, 0.5, 0.2, 0.2]), truth) == 1.0
+    assert pointing_hit(torch.tensor([0.5, 0.1, 0.2, 0.2]), truth) == 0.0
+    assert pointing_hit(torch.tensor([0.3, 0.1, 0.3, 0.3]), truth) == pytest.approx(1 / 3)  # a three-way tie
+    assert pointing_hit(torch.ones(4), truth) == uniform_pointing(truth) == 0.5
     assert mass_on_truth(torch.tensor([-1.0, 1.0, 2.0, 1.0]), truth) == pytest.approx(0.75)  # no negatives
     assert mass_on_truth(-torch.ones(4), truth) == 0.0
     half, one = torch.tensor([0.5, 0.5, 0.0, 0.0]), torch.tensor([0.0, 1.0, 0.0, 0.0])

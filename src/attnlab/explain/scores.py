@@ -6,8 +6,10 @@ the output really came from, or a distribution over them.
 
 * **Pointing game** (Zhang, Lin, Brandt, Shen & Sclaroff 2016, "Top-down Neural Attention by
   Excitation Backprop"): a hit when the most relevant candidate is a true
-  one (:func:`pointing_hit`; ties go to the first). Uniform relevance, whose argmax is any
-  candidate alike, hits with probability ``|truth| / n`` (:func:`uniform_pointing`).
+  one (:func:`pointing_hit`). Candidates tied at the top count as a draw among them: the score
+  is the share of the tied ones that are true, the expected hit of a random tie-break — so
+  uniform relevance scores ``|truth| / n`` (:func:`uniform_pointing`), and a method that cannot
+  tell its top candidates apart gains nothing from their order.
 * **Mass on the truth** — the energy-based pointing game (Wang et al. 2020, "Score-CAM:
   Score-Weighted Visual Explanations for Convolutional Neural Networks"): the share of the positive
   relevance that lies on the true candidates (:func:`mass_on_truth`; uniform relevance gives
@@ -34,10 +36,15 @@ def _check(relevance: Tensor, truth: Tensor) -> None:
         )
 
 
-def pointing_hit(relevance: Tensor, truth: Tensor) -> bool:
-    """Whether the candidate of largest ``relevance`` ``(n,)`` is in ``truth`` ``(n,)`` (bool)."""
+def pointing_hit(relevance: Tensor, truth: Tensor, *, tolerance: float = 1e-9) -> float:
+    """1.0 when the candidate of largest ``relevance`` ``(n,)`` is in ``truth`` ``(n,)`` (bool),
+    0.0 when not; when several tie at the top (within ``tolerance`` of the largest, relative),
+    the share of them in ``truth``."""
     _check(relevance, truth)
-    return bool(truth[int(torch.argmax(relevance))])
+    relevance = relevance.double()
+    top = relevance.max()
+    tied = relevance >= top - tolerance * top.abs().clamp(min=1e-300)
+    return float(truth.bool()[tied].double().mean())
 
 
 def uniform_pointing(truth: Tensor) -> float:

@@ -25,8 +25,9 @@ BASELINES = ("uniform", "random")
 
 @dataclass
 class Tally:
-    """Scores of one task: ``hits[method]`` (pointing game: 1 / 0, the uniform baseline its
-    expected rate) and ``masses[method]``, one entry a case."""
+    """Scores of one task: ``hits[method]`` (pointing game: 1 or 0, a tie at the top the share
+    of the tied candidates that are right; the uniform baseline its expected rate) and
+    ``masses[method]``, one entry a case."""
 
     task: str
     generator: torch.Generator = field(default_factory=lambda: torch.Generator().manual_seed(0))
