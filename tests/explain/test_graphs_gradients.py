@@ -15,9 +15,9 @@ from attnlab.explain import (
     encoder_decoder_graph,
     gradient_x_attention,
     integrated_gradients,
-    key_relevance,
     mass_on_truth,
     overlap,
+    per_key,
     pointing_hit,
     recording_attention,
     recurrent_graph,
@@ -123,8 +123,9 @@ def test_gradient_x_attention_equals_finite_differences_on_a_tiny_captioner():
         estimate = (output((step, cell, eps))[0] - output((step, cell, -eps))[0]) / (2 * eps)
         assert float(terms[step][0, cell]) == pytest.approx(float(estimate.detach()), rel=1e-5, abs=1e-10)
     f, calls = output()
-    summed = key_relevance(f, calls)  # (1, L): every step's term for each cell
-    assert torch.allclose(summed, sum(terms), atol=1e-12)
+    assert torch.allclose(per_key(terms), sum(terms), atol=1e-12)  # (1, L): every step's term for each cell
+    layers = [torch.ones(1, 2, 3, 4), 2 * torch.ones(1, 2, 3, 4)]  # (B, H, n_q, n_k): heads and rows summed
+    assert torch.equal(per_key(layers), torch.full((1, 4), 18.0))
 
 
 def test_integrated_gradients_of_a_quadratic_is_its_closed_form():

@@ -12,13 +12,11 @@ import torch
 from attnlab.explain import gradient_x_attention
 from attnlab.labs.explanations.captioner import cells_in_box, explain_scene, pool_to_grid
 from attnlab.labs.explanations.ntm import answer_likelihood, explain_step, recomputed_logits, run_steps
-from attnlab.labs.explanations.tally import Tally
+from attnlab.labs.explanations.tally import METHODS, Tally, key_of
 from attnlab.labs.explanations.translator import copied_words, explain_sentence, words
 from attnlab.labs.registry import LabUnavailable, run_lab
 from attnlab.labs.report import LabOptions
 from trained_toys import requires_mnist, train_algorithmic, train_captioner, train_translator
-
-METHODS = ("attention", "rollout", "flow", "gradient × attention", "integrated gradients")
 
 
 def quick(checkpoint=None) -> LabOptions:
@@ -138,9 +136,31 @@ def test_bahdanaus_methods_read_its_alignments():
     torch.manual_seed(0)
     config = AttentionSeq2SeqConfig(src_vocab_size=30, embed_dim=8, encoder_dim=8, hidden_dim=16,
                                     attention_dim=8, dropout=0.0)
-    model = AttentionSeq2Seq(config).eval()
+    model = AttentionSeq2Seq(config).eval().double()
     src, out = [5, 6, 7, 8, 9], [10, 11, 12, 13]
     found, ig = explain_sentence(model, src, out, 1, 2, [0, 3], steps=64)
+
+    def log_prob(step: int, key: int, eps: float) -> float:  # α_step(key) scaled by 1 + eps
+        calls = []
+
+        def scale(module, args, alpha):
+            calls.append(None)
+            if len(calls) - 1 == step:
+                alpha = alpha.clone()
+                alpha[:, key] *= 1 + eps
+            return alpha
+
+        handle = model.alignment.register_forward_hook(scale)
+        try:
+            memory, mask = model.encode(torch.tensor([src]))
+            logits = model.decode(torch.tensor([[1, *out]]), memory, mask)
+        finally:
+            handle.remove()
+        return float(torch.log_softmax(logits[0, step], -1)[[*out, 2][step]].detach())
+
+    for key in (0, 2, 4):  # the step's own term: finite differences of the word's log-probability
+        estimate = (log_prob(3, key, 1e-5) - log_prob(3, key, -1e-5)) / 2e-5
+        assert float(found[1]["gradient × attention"][key]) == pytest.approx(estimate, rel=1e-6, abs=1e-10)
     with torch.no_grad():
         memory, mask = model.encode(torch.tensor([src]))
         _, (alphas,) = model.decode(torch.tensor([[1, *out]]), memory, mask, return_weights=True)
@@ -165,7 +185,7 @@ def test_the_lab_in_quick_mode_scores_every_task_it_finds(runs, tmp_path, monkey
     assert numbers["ntm_cases"] == 2 * 5 and numbers["transformer_cases"] > 0  # 2 sequences of length 5
     for task in ("ntm", "transformer"):
         for method in METHODS + ("random",):
-            assert 0.0 <= numbers[f"{task}_pointing_{method.replace(' × ', '_x_').replace(' ', '_')}"] <= 1.0
+            assert 0.0 <= numbers[f"{task}_pointing_{key_of(method)}"] <= 1.0
     assert numbers["ntm_pointing_uniform"] == pytest.approx(1 / 16)
     assert numbers["ntm_ig_gap"] < numbers["ntm_ig_delta"]
     assert "Not run here: lab explanations reads a trained checkpoint and none of runs/digits_caption" in \

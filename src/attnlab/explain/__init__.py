@@ -14,7 +14,7 @@ The lab ``attnlab lab explanations`` scores each method on the captioner, the Ne
 Machine and the translators, whose right answers are known.
 """
 
-from attnlab.explain.gradients import Attribution, gradient_x_attention, integrated_gradients, key_relevance
+from attnlab.explain.gradients import Attribution, gradient_x_attention, integrated_gradients, per_key
 from attnlab.explain.graphs import encoder_decoder_graph, recurrent_graph
 from attnlab.explain.maxflow import Flow, max_flow
 from attnlab.explain.recording import recording_attention
@@ -23,7 +23,7 @@ from attnlab.explain.scores import mass_on_truth, overlap, pointing_hit, positiv
 
 __all__ = [
     "Attribution", "Flow", "attention_flow", "attention_rollout", "encoder_decoder_graph",
-    "gradient_x_attention", "integrated_gradients", "key_relevance", "layer_maps", "mass_on_truth",
-    "max_flow", "overlap", "pointing_hit", "positive_share", "recording_attention", "recurrent_graph",
+    "gradient_x_attention", "integrated_gradients", "layer_maps", "mass_on_truth", "max_flow",
+    "overlap", "per_key", "pointing_hit", "positive_share", "recording_attention", "recurrent_graph",
     "uniform_pointing", "with_residual",
 ]

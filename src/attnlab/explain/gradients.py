@@ -2,8 +2,10 @@
 
 **Gradient × attention** of an output ``f`` over the attention maps ``A`` it was computed with
 is ``A ⊙ ∂f/∂A``: the first-order change of ``f`` when each weight is scaled, since
-``d f((1 + ε) A_ij) / dε = A_ij ∂f/∂A_ij`` at ``ε = 0``. Summed over the maps' query rows (and
-heads, layers or steps) for one key, it is the first-order effect of reading that key at all.
+``d f((1 + ε) A_ij) / dε = A_ij ∂f/∂A_ij`` at ``ε = 0``. Summed per key (:func:`per_key`)
+over the row that wrote the output (every head and layer; a recurrent decoder: its step), it
+weighs what that output read by what the output gained from it; summed over every row (and
+step), it is the first-order effect of any query reading that key at all.
 The maps are the tensors the model computed with (:mod:`attnlab.explain.recording`), so
 ``torch.autograd.grad`` reaches them.
 
@@ -27,7 +29,7 @@ from torch import Tensor
 
 from attnlab.validation import check_positive, shape_str
 
-__all__ = ["Attribution", "gradient_x_attention", "integrated_gradients", "key_relevance"]
+__all__ = ["Attribution", "gradient_x_attention", "integrated_gradients", "per_key"]
 
 
 def gradient_x_attention(
@@ -43,11 +45,10 @@ def gradient_x_attention(
             for a, g in zip(maps, grads, strict=True)]
 
 
-def key_relevance(output: Tensor, maps: Sequence[Tensor], *, retain_graph: bool = False) -> Tensor:
-    """Gradient × attention summed per key: ``Σ A ⊙ ∂output/∂A`` over the ``maps`` (each
-    ``(B, ..., n_k)``: ``(B, H, n_q, n_k)`` layers, ``(B, n_k)`` steps) and all their axes but
-    the batch and the key → ``(B, n_k)``."""
-    terms = gradient_x_attention(output, maps, retain_graph=retain_graph)
+def per_key(terms: Sequence[Tensor]) -> Tensor:
+    """Gradient × attention terms summed per key: over the maps (each ``(B, ..., n_k)``:
+    ``(B, H, n_q, n_k)`` layers, ``(B, n_k)`` steps) and all their axes but the batch and the
+    key → ``(B, n_k)``. Pass the maps (or rows) to count: all of them, or those of one output."""
     return sum(t.flatten(1, -2).sum(1) if t.ndim > 2 else t for t in terms)
 
 

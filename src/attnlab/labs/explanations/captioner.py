@@ -14,7 +14,8 @@ The methods:
 * **attention**: ``α_t``, the weights of the step that wrote the word;
 * **rollout**, **flow**: over :func:`~attnlab.explain.graphs.recurrent_graph` of ``α_1 … α_t``,
   the first map the mean annotation ``ā`` the initial state reads (uniform);
-* **gradient × attention**: ``Σ_{s ≤ t} α_s ⊙ ∂f/∂α_s`` per cell;
+* **gradient × attention**: ``α_t ⊙ ∂f/∂α_t`` of the step that wrote the word, and, **all
+  maps**, ``Σ_{s ≤ t} α_s ⊙ ∂f/∂α_s`` over every step;
 * **integrated gradients**: over the pixels from a black image (the scenes' background),
   summed over each cell's pixels.
 """
@@ -30,8 +31,9 @@ from attnlab.data.scenes import NUMBER_WORDS
 from attnlab.explain import (
     attention_flow,
     attention_rollout,
+    gradient_x_attention,
     integrated_gradients,
-    key_relevance,
+    per_key,
     recording_attention,
     recurrent_graph,
 )
@@ -92,8 +94,8 @@ def explain_scene(model: nn.Module, image: Tensor, ids: list[int], bos: int, eos
     with torch.enable_grad():
         logits, alphas = _run(model, image[None], tgt_in)
         outputs = token_log_probs(logits, targets, positions)[0]  # (m,)
-        grads = [key_relevance(outputs[k], alphas, retain_graph=k + 1 < len(positions))[0]
-                 for k in range(len(positions))]
+        terms = [gradient_x_attention(outputs[k], alphas, retain_graph=k + 1 < len(positions))
+                 for k in range(len(positions))]  # per word: one (1, L) term a step
     weights = torch.cat(alphas).detach()  # (T, L)
     ig = integrated_gradients(lambda x: token_log_probs(_run(model, x, tgt_in)[0], targets, positions),
                               image, steps=steps)  # black baseline
@@ -102,7 +104,8 @@ def explain_scene(model: nn.Module, image: Tensor, ids: list[int], bos: int, eos
         rollout, flow = _graph_methods(weights, p)
         pixels = ig.attributions[k].sum(0)  # (H, W)
         found.append({"attention": weights[p].double(), "rollout": rollout, "flow": flow,
-                      "gradient × attention": grads[k].double(),
+                      "gradient × attention": per_key(terms[k][p:p + 1])[0].double(),
+                      "gradient × attention, all maps": per_key(terms[k])[0].double(),
                       "integrated gradients": pool_to_grid(pixels, model.grid).flatten().double()})
     return found, ig
 
@@ -131,7 +134,8 @@ def explain_captioner(checkpoint: Path, options: LabOptions, tally: Tally, steps
 
 def _explain_caption(model: nn.Module, tok, image: Tensor, ids: list[int], digits: list[dict], tally: Tally,
                      steps: int, example: CaptionExample) -> None:
-    """Score every method on the number words of one caption; keep the first such scene."""
+    """Score every method on the number words of one caption; keep the first scene with three
+    (else with the most)."""
     words, size = tok.token_strings(ids), tuple(image.shape[-2:])
     named = [(t, box) for t, box in enumerate(word_boxes(words, digits))
              if box is not None and words[t] in NUMBER_WORDS]
@@ -139,7 +143,9 @@ def _explain_caption(model: nn.Module, tok, image: Tensor, ids: list[int], digit
         return
     found, ig = explain_scene(model, image, ids, tok.bos_id, tok.eos_id, [t for t, _ in named], steps)
     tally.completeness(ig)
-    keep = not example.words
+    keep = len(example.words) < min(len(named), 3)
+    if keep:
+        example.clear()
     for (t, box), relevances in zip(named, found, strict=True):
         truth = cells_in_box(box, model.grid, size)
         tally.add(relevances, truth,

@@ -10,16 +10,21 @@ per task the pointing game's hit rate and the mass measure, and which method poi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from attnlab.labs import alignment, captions, memory
 from attnlab.labs.checkpoints import DefaultRun, find_checkpoints, model_type_of
 from attnlab.labs.explanations import pictures
-from attnlab.labs.explanations.tally import BASELINES, METHODS, Tally
+from attnlab.labs.explanations.tally import BASELINES, METHODS, Tally, key_of
 from attnlab.labs.registry import LabUnavailable
 from attnlab.labs.report import LabOptions, LabReport
+from attnlab.measure import machine
+from attnlab.validation import counted
 
 TITLE = "Explanations against ground truth: attention, rollout, flow, gradient × attention, IG"
 SOURCE = ('Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers"; Sundararajan, Taly & Yan '
@@ -112,11 +117,24 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
     settings = QUICK if options.quick else FULL
     report = LabReport("explanations", TITLE, SOURCE)
     found, missing = _found(options)
-    results = []
+    results, seconds = [], []
     for part, checkpoint in found:
+        start = time.perf_counter()
         results += [(checkpoint, *r) for r in _explain(part, checkpoint, options, settings, out_dir)]
+        seconds.append((model_type_of(checkpoint), time.perf_counter() - start))
     _report(report, results, missing, settings)
+    _machine(report, seconds)
     return report
+
+
+def _machine(report: LabReport, seconds: list[tuple[str, float]]) -> None:
+    """Where it ran and how long each task took."""
+    threads = torch.get_num_threads()
+    for kind, s in seconds:
+        report.number(f"{kind}_seconds", s)
+    times = ", ".join(f"{_title(kind)} {s / 60:.1f} min" for kind, s in seconds)
+    where = f"{machine.cpu_model()}, torch {torch.__version__}, {counted(threads, 'thread')}"
+    report.text(f"Ran on {where}: {times}.")
 
 
 def _report(report: LabReport, results: list, missing: list[str], settings: Settings) -> None:
@@ -136,8 +154,17 @@ def _report(report: LabReport, results: list, missing: list[str], settings: Sett
         report.text("Not run here: " + "; ".join(missing))
     for _, kind, _, path in results:
         if path is not None:
-            report.figure(path, f"{_title(kind)}: each method's relevance beside the truth (ringed: the most "
-                                "relevant candidate, green when it is a right one, red when not)")
+            report.figure(path, f"{_title(kind)}, {EXAMPLES[kind]}: each method's positive relevance "
+                                "beside the truth (ringed: the most relevant candidate, green when it is a "
+                                "right one, red when not)")
+
+
+EXAMPLES = {  # model type → which example its picture shows
+    "show_attend_tell": "the first test scene with three named digits",
+    "ntm": "the first test sequence's answer steps",
+    "transformer": "the first copied word whose raw attention points elsewhere",
+    "attention_seq2seq": "the first copied word whose raw attention points elsewhere",
+}
 
 
 _CAPTIONS = {
@@ -152,9 +179,8 @@ _CAPTIONS = {
 def _numbers(report: LabReport, checkpoint: Path, tally: Tally) -> None:
     key = tally.task.replace(" ", "_")
     for method in METHODS + BASELINES:
-        name = method.replace(" × ", "_x_").replace(" ", "_")
-        report.number(f"{key}_pointing_{name}", tally.pointing(method))
-        report.number(f"{key}_mass_{name}", tally.mass(method))
+        report.number(f"{key}_pointing_{key_of(method)}", tally.pointing(method))
+        report.number(f"{key}_mass_{key_of(method)}", tally.mass(method))
     report.number(f"{key}_cases", tally.cases)
     report.number(f"{key}_checkpoint", str(checkpoint))
     if tally.deltas:
@@ -183,6 +209,8 @@ def _verdict(tallies: list, settings: Settings) -> str:
                f"{sum(tally.gaps) / len(tally.gaps):.2g} against mean |f(x) − f(x')| "
                f"{sum(tally.deltas) / len(tally.deltas):.3g}." if tally.deltas else "")
         rate, uniform = tally.pointing(tally.best()[0]), tally.pointing("uniform")
+        common = ", ".join(f"{word} ×{n}" for word, n in tally.labels.most_common(8))
+        words = f" The words most often copied: {common}." if common else ""
         lines.append(f"- {_title(tally.task)} ({checkpoint}, {tally.cases} cases): **{best}** points best "
-                     f"({rate:.1%}; uniform {uniform:.1%}).{gap}")
+                     f"({rate:.1%}; uniform {uniform:.1%}).{gap}{words}")
     return "Which method points best:\n\n" + "\n".join(lines)

@@ -16,7 +16,8 @@ The methods, from the first read head:
 * **attention**: the read weighting ``w^read_a`` of the answer step;
 * **rollout**, **flow**: over :func:`~attnlab.explain.graphs.recurrent_graph` of the read
   weightings of steps ``0 … a`` (the controller's state carries the earlier reads);
-* **gradient × attention**: ``Σ_{t ≤ a} w^read_t ⊙ ∂f/∂w^read_t`` (every read head's);
+* **gradient × attention**: ``w^read_a ⊙ ∂f/∂w^read_a`` of the answer step, and, **all maps**,
+  ``Σ_{t ≤ a} w^read_t ⊙ ∂f/∂w^read_t`` over every step (every read head's);
 * **integrated gradients**: over the memory ``M_a`` the answer step reads, from the fresh memory
   (every cell the model's constant ``memory_init``: nothing written), the read weighting held at
   its value, summed over each location's ``M`` cells. The answer is
@@ -37,8 +38,9 @@ from attnlab.attention.addressing import read_memory
 from attnlab.explain import (
     attention_flow,
     attention_rollout,
+    gradient_x_attention,
     integrated_gradients,
-    key_relevance,
+    per_key,
     recurrent_graph,
 )
 from attnlab.explain.gradients import Attribution
@@ -46,6 +48,7 @@ from attnlab.explain.scores import overlap
 from attnlab.labs.explanations.pictures import MemoryExample
 from attnlab.labs.explanations.tally import Tally
 from attnlab.labs.report import LabOptions
+from attnlab.progress import progress_bar
 
 
 @dataclass
@@ -113,7 +116,8 @@ def explain_step(
     signs = torch.where(run.logits[step] >= 0, 1.0, -1.0).detach()
     with torch.enable_grad():
         f = answer_likelihood(run.logits[step], signs).sum()  # sequences are independent
-        grads = key_relevance(f, run.reads[:step + 1], retain_graph=True)  # (B, N), the read heads summed
+        terms = gradient_x_attention(f, run.reads[:step + 1], retain_graph=True)  # (B, R, N) a step
+    own, every = per_key(terms[-1:]), per_key(terms)  # (B, N), the read heads summed
     ig = _memory_ig(model, run, step, signs, steps)
     memory_relevance = ig.attributions[0].sum(-1)  # (B, N)
     reads = torch.stack(run.read[:step + 1], dim=1).detach()  # (B, t, N)
@@ -124,7 +128,8 @@ def explain_step(
         rollout = attention_rollout(graph)[locations, :locations]
         flow = attention_flow(graph, [locations], range(locations))[0, :locations]
         found.append({"attention": reads[b, -1].double(), "rollout": torch.from_numpy(rollout.copy()),
-                      "flow": torch.from_numpy(flow.copy()), "gradient × attention": grads[b].double(),
+                      "flow": torch.from_numpy(flow.copy()), "gradient × attention": own[b].double(),
+                      "gradient × attention, all maps": every[b].double(),
                       "integrated gradients": memory_relevance[b].double()})
     return found, ig
 
@@ -151,20 +156,25 @@ def explain_ntm(
                           pairs) for r, pairs in runs]
     lag = best_lag(traces)
     example = None
-    for run, pairs in runs:
-        scored = _score_run(model, run, pairs, lag, tally, steps)
-        example = example or MemoryExample(checkpoint, *scored)
+    total = sum(len(run.read) for run, _ in runs)
+    with progress_bar(total, unit="step", desc="ntm", enabled=options.progress) as bar:
+        for run, pairs in runs:
+            scored = _score_run(model, run, pairs, lag, tally, steps, bar)
+            example = example or MemoryExample(checkpoint, *scored)
     assert example is not None
     return example
 
 
 def _score_run(model: nn.Module, run: Run, pairs: list[list[tuple[int, int]]], lag: int, tally: Tally,
-               steps: int) -> tuple[dict[str, Tensor], Tensor]:
+               steps: int, bar) -> tuple[dict[str, Tensor], Tensor]:
     """Score every answer step of one batch; the first sequence's relevances ``(A, N)`` and
     write weightings ``(A, N)``."""
     first: dict[str, list[Tensor]] = {}
     truths = []
-    for step in sorted({a for p in pairs for a, _ in p}):
+    answers = sorted({a for p in pairs for a, _ in p})
+    bar.update(len(run.read) - len(answers))  # the input steps explain nothing
+    for step in answers:
+        bar.update(1)
         found, ig = explain_step(model, run, step, steps)
         tally.completeness(ig)
         for b, (relevances, answers) in enumerate(zip(found, pairs, strict=True)):

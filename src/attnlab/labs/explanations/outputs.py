@@ -15,6 +15,7 @@ from torch import Tensor
 def token_log_probs(logits: Tensor, targets: Tensor, positions: list[int]) -> Tensor:
     """``logits`` ``(k, T, V)``, ``targets`` ``(T,)`` → ``(k, m)``: the log-probability of
     ``targets[p]`` at each of the ``m`` ``positions``, for each of the ``k`` rows."""
-    logp = torch.log_softmax(logits.float(), dim=-1)[:, positions]  # (k, m, V)
+    logits = logits if logits.dtype == torch.float64 else logits.float()  # half precision: float32
+    logp = torch.log_softmax(logits, dim=-1)[:, positions]  # (k, m, V)
     index = targets[positions].view(1, -1, 1).expand(logp.shape[0], -1, 1)
     return logp.gather(-1, index).squeeze(-1)

@@ -25,7 +25,8 @@ Box = tuple[int, int, int, int]
 
 @dataclass
 class CaptionExample:
-    """The number words of one scene: per word its caption, word, box, relevances and truth."""
+    """The number words of one scene: per word its caption, word, box, relevances and truth
+    (:meth:`add`; :meth:`clear` to start another scene)."""
 
     checkpoint: Path
     grid: tuple[int, int]
@@ -37,6 +38,9 @@ class CaptionExample:
             relevances: dict[str, Tensor], truth: Tensor) -> None:
         self.image, self.caption = image, caption
         self.words.append((word, box, relevances, truth))
+
+    def clear(self) -> None:
+        self.image, self.caption, self.words = None, "", []
 
 
 @dataclass
@@ -50,16 +54,16 @@ class MemoryExample:
 
 @dataclass
 class TranslationExample:
-    """One copied word of one sentence: the source subwords, the sentence pair, the relevances
-    ``(S,)`` and the truth ``(S,)`` bool."""
+    """One copied word of one sentence: the source subwords, the source and its translation,
+    the word, the relevances ``(S,)`` and the truth ``(S,)`` bool."""
 
     checkpoint: Path
     source: list[str]
     text: str
+    translation: str
     word: str
     relevances: dict[str, Tensor]
     truth: Tensor
-    named: bool = False
 
 
 def _normalised(relevance: Tensor) -> np.ndarray:
@@ -144,5 +148,5 @@ def draw_translation(example: TranslationExample, path: Path) -> Path:
         top = int(example.relevances[m].argmax())
         ax.plot([top], [i], marker="o", markersize=8, markerfacecolor="none",
                 markeredgecolor="lime" if bool(example.truth[top]) else "red")
-    ax.set_title(f'"{example.word}" in: {example.text}', fontsize=8)
+    ax.set_title(f'"{example.word}" of "{example.translation}"\nfrom "{example.text}"', fontsize=8)
     return save_figure(fig, path)

@@ -10,6 +10,7 @@ relevance (i.i.d. uniform numbers from the lab's seeded generator, scored like a
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,8 +20,15 @@ from torch import Tensor
 from attnlab.explain.gradients import Attribution
 from attnlab.explain.scores import mass_on_truth, pointing_hit, uniform_pointing
 
-METHODS = ("attention", "rollout", "flow", "gradient × attention", "integrated gradients")
+METHODS = ("attention", "rollout", "flow", "gradient × attention", "gradient × attention, all maps",
+           "integrated gradients")
 BASELINES = ("uniform", "random")
+
+
+def key_of(method: str) -> str:
+    """``method`` as a report number's key: ``gradient × attention, all maps`` →
+    ``gradient_x_attention_all_maps``."""
+    return method.replace(" × ", "_x_").replace(", ", "_").replace(" ", "_")
 
 
 @dataclass
@@ -33,6 +41,7 @@ class Tally:
     generator: torch.Generator = field(default_factory=lambda: torch.Generator().manual_seed(0))
     hits: dict[str, list[float]] = field(default_factory=dict)
     masses: dict[str, list[float]] = field(default_factory=dict)
+    labels: Counter = field(default_factory=Counter)  # what each case was (a copied word), counted
     gaps: list[float] = field(default_factory=list)  # integrated gradients: |Σ IG − (f(x) − f(x'))|
     deltas: list[float] = field(default_factory=list)  # |f(x) − f(x')|
 
@@ -41,11 +50,13 @@ class Tally:
         self.masses.setdefault(method, []).append(float(mass))
 
     def add(self, relevances: dict[str, Tensor], truth: Tensor,
-            mass: Callable[[Tensor], float] | None = None) -> None:
+            mass: Callable[[Tensor], float] | None = None, label: str | None = None) -> None:
         """Score one case: ``relevances[method]`` ``(n,)``, ``truth`` ``(n,)`` bool (the right
         candidates); ``mass(relevance)`` the mass measure (default: the share of the positive
-        relevance on ``truth``)."""
+        relevance on ``truth``); ``label`` what the case was, counted."""
         truth = truth.bool()
+        if label is not None:
+            self.labels[label] += 1
         mass = mass or (lambda relevance: mass_on_truth(relevance, truth))
         for method, relevance in relevances.items():
             relevance = relevance.detach().double().flatten()

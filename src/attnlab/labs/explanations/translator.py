@@ -15,14 +15,16 @@ translator (``attention_seq2seq``):
 * **rollout**, **flow**: over :func:`~attnlab.explain.graphs.encoder_decoder_graph` (encoder
   self-, decoder self- and cross-attention) or the RNN decoder's
   :func:`~attnlab.explain.graphs.recurrent_graph`;
-* **gradient × attention**: ``Σ A ⊙ ∂f/∂A`` over every cross-attention map (every layer, head
-  and query row; every step of the RNN), per source position;
+* **gradient × attention**: ``Σ A ⊙ ∂f/∂A`` per source position over the cross-attention row
+  that wrote the subword (every layer and head; the RNN: its step), and, **all maps**, over
+  every query row (every step);
 * **integrated gradients**: over the source subwords' embeddings from zero embeddings, summed
   over the embedding width.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,12 +38,14 @@ from attnlab.explain import (
     attention_flow,
     attention_rollout,
     encoder_decoder_graph,
+    gradient_x_attention,
     integrated_gradients,
-    key_relevance,
+    per_key,
     recording_attention,
     recurrent_graph,
 )
 from attnlab.explain.gradients import Attribution
+from attnlab.explain.scores import pointing_hit
 from attnlab.labs.checkpoints import corpora_needed
 from attnlab.labs.explanations.outputs import token_log_probs
 from attnlab.labs.explanations.pictures import TranslationExample
@@ -64,35 +68,35 @@ class Copy:
     named: bool
 
 
+def _plain(piece: str) -> bool:
+    """A piece with no letter or digit (punctuation, a space)."""
+    return not any(ch.isalnum() for ch in piece)
+
+
 def words(pieces: list[str]) -> list[tuple[str, list[int]]]:
     """Group subword strings into words ``(text, positions)``: a word starts at a piece that
     opens with a space or holds no letter or digit, and after such a piece."""
     grouped: list[tuple[str, list[int]]] = []
     for i, piece in enumerate(pieces):
-        plain = not any(ch.isalnum() for ch in piece)
-        joins = grouped and not piece.startswith(" ") and not plain and not grouped[-1][0].endswith("\0")
-        if joins:
+        opens = not grouped or piece.startswith(" ") or _plain(piece) or _plain(grouped[-1][0])
+        if opens:
+            grouped.append((piece.strip(), [i]))
+        else:
             text, positions = grouped[-1]
             grouped[-1] = (text + piece, positions + [i])
-        else:
-            grouped.append((piece.strip() + ("\0" if plain else ""), [i]))
-    return [(text.rstrip("\0"), positions) for text, positions in grouped]
+    return grouped
 
 
 def copied_words(source: list[str], output: list[str]) -> list[Copy]:
     """The words of ``output`` (subword strings) written exactly once in it and exactly once,
     identically, in ``source``, that hold a letter or a digit."""
     src_words, out_words = words(source), words(output)
-    src_count: dict[str, int] = {}
-    out_count: dict[str, int] = {}
-    for text, _ in src_words:
-        src_count[text] = src_count.get(text, 0) + 1
-    for text, _ in out_words:
-        out_count[text] = out_count.get(text, 0) + 1
+    src_count = Counter(text for text, _ in src_words)
+    out_count = Counter(text for text, _ in out_words)
     where = {text: positions for text, positions in src_words}
     copies = []
     for k, (text, positions) in enumerate(out_words):
-        if not any(ch.isalnum() for ch in text) or src_count.get(text) != 1 or out_count[text] != 1:
+        if _plain(text) or src_count[text] != 1 or out_count[text] != 1:
             continue
         first_in_source = where[text][0] == 0
         named = any(ch.isdigit() for ch in text) or (text[0].isupper() and k > 0 and not first_in_source)
@@ -148,6 +152,14 @@ def _graph_methods(
     return raw.double(), torch.from_numpy(rollout), torch.from_numpy(np.ascontiguousarray(flow))
 
 
+def _own_row(terms: list[Tensor], position: int) -> list[Tensor]:
+    """The terms of the row that wrote output ``position``: of each ``(B, H, T, S)`` layer its
+    row, of a recurrent decoder's ``(B, S)`` steps the step."""
+    if terms[0].ndim == 4:
+        return [t[:, :, position:position + 1] for t in terms]
+    return terms[position:position + 1]
+
+
 def explain_sentence(model: nn.Module, src: list[int], out: list[int], bos: int, eos: int,
                      positions: list[int], steps: int) -> tuple[list[dict[str, Tensor]], Attribution]:
     """Each method's relevance ``(S,)`` for the output subwords at ``positions`` of ``out``
@@ -159,7 +171,7 @@ def explain_sentence(model: nn.Module, src: list[int], out: list[int], bos: int,
         logits, maps = _run(model, src_t, tgt_in)
         outputs = token_log_probs(logits, targets, positions)[0]  # (m,)
         attended = maps[-1]  # the cross-attention maps (Transformer) / the steps' alphas (RNN)
-        grads = [key_relevance(outputs[k], attended, retain_graph=k + 1 < len(positions))[0]
+        terms = [gradient_x_attention(outputs[k], attended, retain_graph=k + 1 < len(positions))
                  for k in range(len(positions))]
     embedding = model.src_embed.weight[src_t[0]].detach()  # (S, E)
     ig = integrated_gradients(lambda e: token_log_probs(_run(model, src_t, tgt_in, e)[0], targets, positions),
@@ -168,19 +180,21 @@ def explain_sentence(model: nn.Module, src: list[int], out: list[int], bos: int,
     for k, p in enumerate(positions):
         raw, rollout, flow = _graph_methods(model, maps, p, len(src))
         found.append({"attention": raw, "rollout": rollout, "flow": flow,
-                      "gradient × attention": grads[k].double(),
+                      "gradient × attention": per_key(_own_row(terms[k], p))[0].double(),
+                      "gradient × attention, all maps": per_key(terms[k])[0].double(),
                       "integrated gradients": ig.attributions[k].sum(-1).double()})
     return found, ig
 
 
-SPLITS = ("test_2016_flickr", "val")  # the recipe's test split first
+SPLITS = ("test_2016_flickr", "val")  # Multi30k's 2016 test split, then validation
 
 
 def explain_translator(checkpoint: Path, options: LabOptions, tallies: tuple[Tally, Tally], steps: int,
                        sentences: int | None) -> TranslationExample | None:
     """Translate the Multi30k test and validation sources greedily (the first ``sentences``
     only, when given), score every method on every copied word (``tallies``: all copied words,
-    names and numbers); the first copied name or number (else word) as the example."""
+    names and numbers); as the example, the first copied word whose raw attention points
+    elsewhere (else the first copied word)."""
     from attnlab.data import load_multi30k
     from attnlab.pipelines import TranslationPipeline
 
@@ -193,21 +207,21 @@ def explain_translator(checkpoint: Path, options: LabOptions, tallies: tuple[Tal
     decoding, example = translator.settings(beam_size=1), None
     with progress_bar(len(sources), unit="sentence", desc=model.model_type, enabled=options.progress) as bar:
         for text in sources:
-            found = _explain_text(translator, checkpoint, text, decoding, tallies, steps)
-            if found is not None and (example is None or _named(found, example)):
-                example = found
+            for found in _explain_text(translator, checkpoint, text, decoding, tallies, steps):
+                if example is None or (_attention_hits(example) and not _attention_hits(found)):
+                    example = found
             bar.update(1)
     return example
 
 
-def _named(new: TranslationExample, old: TranslationExample) -> bool:
-    return new.named and not old.named
+def _attention_hits(example: TranslationExample) -> bool:
+    return pointing_hit(example.relevances["attention"], example.truth) == 1.0
 
 
 def _explain_text(translator, checkpoint: Path, text: str, decoding, tallies: tuple[Tally, Tally],
-                  steps: int) -> TranslationExample | None:
-    """Translate one source greedily, score every method on its copied words; the first
-    copied name or number (else word) as an example."""
+                  steps: int) -> list[TranslationExample]:
+    """Translate one source greedily, score every method on its copied words; each of them
+    as a possible example."""
     from attnlab.pipelines.decoding import search
 
     model, bos, eos = translator.model, translator.tgt_tok.bos_id, translator.tgt_tok.eos_id
@@ -216,11 +230,12 @@ def _explain_text(translator, checkpoint: Path, text: str, decoding, tallies: tu
     pieces = translator.src_tok.token_strings(src)
     copies = copied_words(pieces, translator.tgt_tok.token_strings(out))
     if not copies:
-        return None
+        return []
     found, ig = explain_sentence(model, src, out, bos, eos, [c.position for c in copies], steps)
-    copy = _score(copies, found, ig, len(src), tallies)
-    return TranslationExample(checkpoint, pieces, text, copy.text, found[copies.index(copy)],
-                              _truth(copy, len(src)), copy.named)
+    _score(copies, found, ig, len(src), tallies)
+    translation = translator.tgt_tok.decode(out)
+    return [TranslationExample(checkpoint, pieces, text, translation, c.text, relevances, _truth(c, len(src)))
+            for c, relevances in zip(copies, found, strict=True)]
 
 
 def _truth(copy: Copy, sources: int) -> Tensor:
@@ -230,13 +245,11 @@ def _truth(copy: Copy, sources: int) -> Tensor:
 
 
 def _score(copies: list[Copy], found: list[dict[str, Tensor]], ig: Attribution, sources: int,
-           tallies: tuple[Tally, Tally]) -> Copy:
-    """Score each copied word (into both tallies when it is a name or a number); the first
-    name or number, else the first word."""
+           tallies: tuple[Tally, Tally]) -> None:
+    """Score each copied word (into both tallies when it is a name or a number)."""
     every, named = tallies
     every.completeness(ig)
     for copy, relevances in zip(copies, found, strict=True):
-        every.add(relevances, _truth(copy, sources))
+        every.add(relevances, _truth(copy, sources), label=copy.text)
         if copy.named:
-            named.add(relevances, _truth(copy, sources))
-    return next((c for c in copies if c.named), copies[0])
+            named.add(relevances, _truth(copy, sources), label=copy.text)
