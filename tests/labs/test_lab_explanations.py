@@ -13,7 +13,7 @@ from attnlab.explain import gradient_x_attention
 from attnlab.labs.explanations.captioner import cells_in_box, explain_scene, pool_to_grid
 from attnlab.labs.explanations.ntm import answer_likelihood, explain_step, recomputed_logits, run_steps
 from attnlab.labs.explanations.tally import METHODS, Tally, key_of
-from attnlab.labs.explanations.translator import copied_words, explain_sentence, words
+from attnlab.labs.explanations.translator import copied_words, explain_sentence, name_sentences, words
 from attnlab.labs.registry import LabUnavailable, run_lab
 from attnlab.labs.report import LabOptions
 from trained_toys import requires_mnist, train_algorithmic, train_captioner, train_translator
@@ -34,6 +34,16 @@ def test_copied_words_are_the_words_written_once_on_both_sides():
     assert [(c.text, c.position, c.sources, c.named) for c in copies] == [
         ("Frisbee", 4, (4, 5), True), ("3", 8, (8,), True), ("Berlin", 10, (10,), True)]
     assert copied_words(["Hund", " in", " Park"], ["Dog", " in", " park"])[0].named is False
+    assert copied_words(["Frau", " an", " der", " Wand"], ["Woman", " an", " the", " wall"]) == []  # a false
+    # friend: German "an" (at) is not English "an"
+
+
+def test_training_sentences_whose_reference_repeats_a_name_or_a_number():
+    pairs = [("Ein Mann in Berlin.", "A man in Berlin."), ("Berlin bei Nacht.", "Berlin at night."),
+             ("Zwei Hunde.", "Two dogs."), ("Die Nummer 7 rennt.", "Number 7 runs."),
+             ("Ein Hund namens Rex und Rex.", "A dog called Rex.")]
+    # Berlin first in the reference, no name, Rex twice in the source: left out
+    assert name_sentences(pairs) == ["Ein Mann in Berlin.", "Die Nummer 7 rennt."]
 
 
 def test_cells_in_a_box_and_pixels_pooled_to_the_grid():

@@ -195,7 +195,8 @@ def _base(task: str) -> str:
 def _title(task: str) -> str:
     base = _base(task)
     title = COLUMNS[base][0]
-    return title.replace("(copied words)", "(copied names, numbers)") if task != base else title
+    return title.replace("(copied words)", "(copied names and numbers, training sentences too)") \
+        if task != base else title
 
 
 def _verdict(tallies: list, settings: Settings) -> str:

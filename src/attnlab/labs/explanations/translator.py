@@ -3,9 +3,13 @@
 A word written identically in the German source and the model's English translation, exactly
 once in each (a name, a number, "in", "Frisbee"), came from that source word: a translator that
 copies it reads it (the alignment Bahdanau et al. 2015 draw on their diagonal, Figure 3, known
-here without annotators). Each such word of the model's own greedy translation of the Multi30k
-test and validation sentences is one case: the output is the log-probability of its first
-subword, the candidates the source subwords, the truth the copied word's subwords.
+here without annotators). German words spelled like an English word of another meaning
+(:data:`FALSE_FRIENDS`: "an", "hat", "will", ...) are left out. Each such word of the model's
+own greedy translation of the Multi30k test and validation sentences is one case: the output is
+the log-probability of its first subword, the candidates the source subwords, the truth the
+copied word's subwords. Names and numbers are rare there, so they are also gathered from the
+training sentences whose reference translation repeats a name or a number of the source
+(:func:`name_sentences`), and scored apart.
 
 The methods, for a Transformer (``model_type`` ``transformer``) and for Bahdanau's RNN
 translator (``attention_seq2seq``):
@@ -24,6 +28,7 @@ translator (``attention_seq2seq``):
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,6 +59,8 @@ from attnlab.labs.report import LabOptions
 from attnlab.progress import progress_bar
 
 MODEL_TYPES = ("transformer", "attention_seq2seq")
+FALSE_FRIENDS = frozenset({"also", "an", "bin", "die", "fast", "hat", "war", "will"})
+"""German words spelled like an English word of another meaning: a match is no copy."""
 
 
 @dataclass(frozen=True)
@@ -89,17 +96,17 @@ def words(pieces: list[str]) -> list[tuple[str, list[int]]]:
 
 def copied_words(source: list[str], output: list[str]) -> list[Copy]:
     """The words of ``output`` (subword strings) written exactly once in it and exactly once,
-    identically, in ``source``, that hold a letter or a digit."""
+    identically, in ``source``, that hold a letter or a digit and are no false friend."""
     src_words, out_words = words(source), words(output)
     src_count = Counter(text for text, _ in src_words)
     out_count = Counter(text for text, _ in out_words)
     where = {text: positions for text, positions in src_words}
     copies = []
     for k, (text, positions) in enumerate(out_words):
-        if _plain(text) or src_count[text] != 1 or out_count[text] != 1:
+        if _plain(text) or src_count[text] != 1 or out_count[text] != 1 or text in FALSE_FRIENDS:
             continue
         first_in_source = where[text][0] == 0
-        named = any(ch.isdigit() for ch in text) or (text[0].isupper() and k > 0 and not first_in_source)
+        named = any(ch.isdigit() for ch in text) or (_is_name(text, k) and not first_in_source)
         copies.append(Copy(positions[0], tuple(where[text]), text, named))
     return copies
 
@@ -189,27 +196,48 @@ def explain_sentence(model: nn.Module, src: list[int], out: list[int], bos: int,
 SPLITS = ("test_2016_flickr", "val")  # Multi30k's 2016 test split, then validation
 
 
+def _is_name(word: str, index: int) -> bool:
+    return any(ch.isdigit() for ch in word) or (word[:1].isupper() and index > 0)
+
+
+def name_sentences(pairs: list[tuple[str, str]]) -> list[str]:
+    """The sources of ``pairs`` whose reference repeats one of their names or numbers (a word
+    with a digit, or capitalised and not first; once on each side, not first in the reference)."""
+    chosen = []
+    for source, reference in pairs:
+        src, ref = re.findall(r"\w+", source), re.findall(r"\w+", reference)
+        if any(_is_name(w, i) and src.count(w) == 1 and ref.count(w) == 1 and ref.index(w) > 0
+               for i, w in enumerate(src)):
+            chosen.append(source)
+    return chosen
+
+
 def explain_translator(checkpoint: Path, options: LabOptions, tallies: tuple[Tally, Tally], steps: int,
                        sentences: int | None) -> TranslationExample | None:
     """Translate the Multi30k test and validation sources greedily (the first ``sentences``
-    only, when given), score every method on every copied word (``tallies``: all copied words,
-    names and numbers); as the example, the first copied word whose raw attention points
-    elsewhere (else the first copied word)."""
+    only, when given: then no training sentence), score every method on every copied word
+    (``tallies``: all copied words, names and numbers), and on the names and numbers of the
+    training sentences of :func:`name_sentences`; as the example, the first copied word of the
+    test split whose raw attention points elsewhere (else the first copied word)."""
     from attnlab.data import load_multi30k
     from attnlab.pipelines import TranslationPipeline
 
     translator = TranslationPipeline.from_checkpoint(checkpoint, device="cpu")
     model, data = translator.model.eval(), translator.recipe.get("data", {})
     with corpora_needed("explanations"):
-        pairs = [p for split in SPLITS for p in load_multi30k(split, data.get("src_lang", "de"),
-                                                              data.get("tgt_lang", "en"), options.data_dir)]
-    sources = [s for s, _ in pairs][:sentences]
+        languages = (data.get("src_lang", "de"), data.get("tgt_lang", "en"), options.data_dir)
+        sources = [s for split in SPLITS for s, _ in load_multi30k(split, *languages)][:sentences]
+        train = [] if sentences is not None else name_sentences(load_multi30k("train", *languages))
     decoding, example = translator.settings(beam_size=1), None
-    with progress_bar(len(sources), unit="sentence", desc=model.model_type, enabled=options.progress) as bar:
+    total = len(sources) + len(train)
+    with progress_bar(total, unit="sentence", desc=model.model_type, enabled=options.progress) as bar:
         for text in sources:
             for found in _explain_text(translator, checkpoint, text, decoding, tallies, steps):
                 if example is None or (_attention_hits(example) and not _attention_hits(found)):
                     example = found
+            bar.update(1)
+        for text in train:
+            _explain_text(translator, checkpoint, text, decoding, (None, tallies[1]), steps)
             bar.update(1)
     return example
 
@@ -218,10 +246,11 @@ def _attention_hits(example: TranslationExample) -> bool:
     return pointing_hit(example.relevances["attention"], example.truth) == 1.0
 
 
-def _explain_text(translator, checkpoint: Path, text: str, decoding, tallies: tuple[Tally, Tally],
+def _explain_text(translator, checkpoint: Path, text: str, decoding, tallies: tuple[Tally | None, Tally],
                   steps: int) -> list[TranslationExample]:
-    """Translate one source greedily, score every method on its copied words; each of them
-    as a possible example."""
+    """Translate one source greedily, score every method on its copied words (all of them
+    into the first tally, when there is one; the names and numbers into the second); each of
+    them as a possible example."""
     from attnlab.pipelines.decoding import search
 
     model, bos, eos = translator.model, translator.tgt_tok.bos_id, translator.tgt_tok.eos_id
@@ -229,6 +258,8 @@ def _explain_text(translator, checkpoint: Path, text: str, decoding, tallies: tu
     out = search(model, torch.tensor([src]), decoding, decoding.limit(len(src)), bos_id=bos, eos_id=eos)[0]
     pieces = translator.src_tok.token_strings(src)
     copies = copied_words(pieces, translator.tgt_tok.token_strings(out))
+    if tallies[0] is None:
+        copies = [c for c in copies if c.named]
     if not copies:
         return []
     found, ig = explain_sentence(model, src, out, bos, eos, [c.position for c in copies], steps)
@@ -245,11 +276,13 @@ def _truth(copy: Copy, sources: int) -> Tensor:
 
 
 def _score(copies: list[Copy], found: list[dict[str, Tensor]], ig: Attribution, sources: int,
-           tallies: tuple[Tally, Tally]) -> None:
-    """Score each copied word (into both tallies when it is a name or a number)."""
+           tallies: tuple[Tally | None, Tally]) -> None:
+    """Score each copied word into the first tally (when there is one), and into the second
+    when it is a name or a number."""
     every, named = tallies
-    every.completeness(ig)
+    (every or named).completeness(ig)
     for copy, relevances in zip(copies, found, strict=True):
-        every.add(relevances, _truth(copy, sources), label=copy.text)
+        if every is not None:
+            every.add(relevances, _truth(copy, sources), label=copy.text)
         if copy.named:
             named.add(relevances, _truth(copy, sources), label=copy.text)
