@@ -196,7 +196,7 @@ def test_the_lab_in_quick_mode_scores_every_task_it_finds(runs, tmp_path, monkey
     for task in ("ntm", "transformer"):
         for method in METHODS + ("random",):
             assert 0.0 <= numbers[f"{task}_pointing_{key_of(method)}"] <= 1.0
-    assert numbers["ntm_pointing_uniform"] == pytest.approx(1 / 16)
+    assert numbers["ntm_pointing_uniform"] == pytest.approx(1 / 16) and numbers["ntm_write_lag"] in (0, 1, 2)
     assert numbers["ntm_ig_gap"] < numbers["ntm_ig_delta"]
     assert "Not run here: lab explanations reads a trained checkpoint and none of runs/digits_caption" in \
         (tmp_path / "out" / "report.md").read_text()

@@ -182,6 +182,8 @@ def _numbers(report: LabReport, checkpoint: Path, tally: Tally) -> None:
         report.number(f"{key}_pointing_{key_of(method)}", tally.pointing(method))
         report.number(f"{key}_mass_{key_of(method)}", tally.mass(method))
     report.number(f"{key}_cases", tally.cases)
+    for name, value in tally.facts.items():
+        report.number(f"{key}_{name}", value)
     report.number(f"{key}_checkpoint", str(checkpoint))
     if tally.deltas:
         report.number(f"{key}_ig_gap", sum(tally.gaps) / len(tally.gaps))
@@ -210,6 +212,7 @@ def _verdict(tallies: list, settings: Settings) -> str:
                f"{sum(tally.gaps) / len(tally.gaps):.2g} against mean |f(x) − f(x')| "
                f"{sum(tally.deltas) / len(tally.deltas):.3g}." if tally.deltas else "")
         rate, uniform = tally.pointing(tally.best()[0]), tally.pointing("uniform")
+        gap += "".join(f" {name.replace('_', ' ').capitalize()}: {v}." for name, v in tally.facts.items())
         common = ", ".join(f"{word} ×{n}" for word, n in tally.labels.most_common(8))
         words = f" The words most often copied: {common}." if common else ""
         lines.append(f"- {_title(tally.task)} ({checkpoint}, {tally.cases} cases): **{best}** points best "

@@ -154,7 +154,7 @@ def explain_ntm(
             runs.append((run_steps(model, episode.inputs), pairs))
     traces = [LengthTrace(data.max_length, torch.stack(r.write, 1).detach(), torch.stack(r.read, 1).detach(),
                           pairs) for r, pairs in runs]
-    lag = best_lag(traces)
+    lag = tally.facts["write_lag"] = best_lag(traces)
     example = None
     total = sum(len(run.read) for run, _ in runs)
     with progress_bar(total, unit="step", desc="ntm", enabled=options.progress) as bar:

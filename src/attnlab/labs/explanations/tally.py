@@ -42,6 +42,7 @@ class Tally:
     hits: dict[str, list[float]] = field(default_factory=dict)
     masses: dict[str, list[float]] = field(default_factory=dict)
     labels: Counter = field(default_factory=Counter)  # what each case was (a copied word), counted
+    facts: dict[str, float] = field(default_factory=dict)  # the task's other numbers (the NTM's write lag)
     gaps: list[float] = field(default_factory=list)  # integrated gradients: |Σ IG − (f(x) − f(x'))|
     deltas: list[float] = field(default_factory=list)  # |f(x) − f(x')|
 
