@@ -231,7 +231,7 @@ def test_alignment_lab_diagonal_mass_equals_a_recomputation(which, request, tmp_
 
 
 def test_heads_lab_on_a_translator_records_what_decode_returns(translator_run, tmp_path):
-    from attnlab.labs.heads import recording_attention
+    from attnlab.explain.recording import recording_attention
     from attnlab.pipelines import TranslationPipeline
 
     report = run_lab("heads", tmp_path, quick(translator_run))

@@ -20,20 +20,20 @@ for cross-attention on the monotone diagonal). A head is marked "previous-token"
 when that mean score holds at least half the weight. Rows with a single visible key are left out.
 
 The Transformer's stacks return their weights when asked (``return_weights``);
-:func:`recording_attention` asks them during an ordinary ``encode`` / ``decode``.
+:func:`~attnlab.explain.recording.recording_attention` asks them during an ordinary ``encode`` /
+``decode``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from attnlab.explain.recording import recording_attention
 from attnlab.labs.checkpoints import DefaultRun, corpora_needed, find_checkpoints, model_type_of
 from attnlab.labs.pattern_scores import MARK_AT, HeadScores, head_scores
 from attnlab.labs.report import LabOptions, LabReport
@@ -68,34 +68,6 @@ class AttentionKind:
     def scores(self) -> list[list[HeadScores]]:
         """:func:`head_scores` of every layer: ``[layer][head]``."""
         return [head_scores(w, causal=self.causal, self_attention=self.self_attention) for w in self.layers]
-
-
-@contextmanager
-def recording_attention(*stacks: nn.Module) -> Iterator[list[list]]:
-    """While active, every call of each stack (:class:`~attnlab.modules.stacks.LayerStack`)
-    computes its attention weights and appends them (its list of per-layer weights) to that
-    stack's list; a caller that did not ask for weights still gets the plain output."""
-    records: list[list] = [[] for _ in stacks]
-    handles = []
-    for stack, sink in zip(stacks, records, strict=True):
-        asked: list[bool] = []
-
-        def before(module, args, kwargs, asked=asked):
-            asked.append(bool(kwargs.get("return_weights", False)))
-            return args, {**kwargs, "return_weights": True}
-
-        def after(module, args, kwargs, output, sink=sink, asked=asked):
-            out, weights = output
-            sink.append(weights)
-            return output if asked.pop() else out
-
-        handles.append(stack.register_forward_pre_hook(before, with_kwargs=True))
-        handles.append(stack.register_forward_hook(after, with_kwargs=True))
-    try:
-        yield records
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 Sample = tuple[list[AttentionKind], dict[str, str]]  # one input: its kinds of attention, what it was

@@ -70,6 +70,8 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in [
         "induction heads of SmolLM2-135M on repeated random tokens: prefix matching, copying, ablation"),
     Lab("sinks", "attnlab.labs.sinks",
         "SmolLM2-135M's attention on the first token by layer; window vs sinks + window; KV bytes (GQA)"),
+    Lab("explanations", "attnlab.labs.explanations",
+        "attention, rollout, flow, gradient x attention and IG scored where the truth is known"),
 ]}
 
 
