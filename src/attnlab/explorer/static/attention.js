@@ -38,6 +38,15 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
   var SIDE = 560, LABELS_UP_TO = 48, MARGIN = 96, KEEP = 64;
   var DARK = [20, 70, 160], MASKED = [236, 238, 241];
 
+  function sized(canvas, width, height) {  // a canvas of width × height CSS pixels, sharp on this screen
+    var ratio = window.devicePixelRatio || 1;
+    canvas.width = Math.round(width * ratio); canvas.height = Math.round(height * ratio);
+    canvas.style.width = width + "px"; canvas.style.height = height + "px";
+    var ctx = canvas.getContext("2d");
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);  // draw in CSS pixels
+    return ctx;
+  }
+
   function shown(token) {  // a token as a label: line breaks and tabs visible, empty as a dot
     return String(token).replace(/\n/g, "↵").replace(/\t/g, "⇥") || "·";
   }
@@ -140,7 +149,7 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
     var headName = function (h) { return source.headLabels ? String(source.headLabels[h]) : String(h + 1); };
     var axes = source.axes || ["query", "key"], colours = PALETTES[options.palette] || PALETTES.blue;
     var palette = colours.pixels;
-    var ratio = window.devicePixelRatio || 1, labelled = Math.max(n, nk) <= LABELS_UP_TO;
+    var labelled = Math.max(n, nk) <= LABELS_UP_TO;
     var margin = labelled ? MARGIN : 0;
     var cell = Math.max(1, Math.floor(SIDE / Math.max(n, nk))), width = cell * nk, height = cell * n;
     var thumb = options.thumb || Math.max(10, Math.min(40, Math.floor(SIDE / L) - 3));
@@ -183,15 +192,6 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
     map.dataset.margin = margin;
     map.dataset.cell = cell;
 
-    function sized(canvas, width, height) {
-      canvas.width = Math.round(width * ratio);
-      canvas.height = Math.round(height * ratio);
-      canvas.style.width = width + "px";
-      canvas.style.height = height + "px";
-      var ctx = canvas.getContext("2d");
-      ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-      return ctx;
-    }
 
     // The overview: every thumbnail once into one offscreen image, then scaled into the grid.
     var t = source.thumbnail.size, levels = fromBase64(source.thumbnail.data);
@@ -396,5 +396,5 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
   }
 
   return {mount: mount, embedded: embedded, decode: decode, fromBase64: fromBase64, shown: shown, node: node,
-    picker: picker, palettes: PALETTES, version: 2};
+    sized: sized, picker: picker, palettes: PALETTES, version: 2};
 })();

@@ -36,14 +36,8 @@
 
   function colourOf(head) { return HEADS[head % HEADS.length]; }
 
-  function sized(canvas, width, height) {
-    var ratio = window.devicePixelRatio || 1;
-    canvas.width = Math.round(width * ratio);
-    canvas.height = Math.round(height * ratio);
-    canvas.style.width = width + "px";
-    canvas.style.height = height + "px";
-    var ctx = canvas.getContext("2d");
-    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  function sized(canvas, width, height) {  // the map's sharp canvas (attention.js), on white
+    var ctx = A.sized(canvas, width, height);
     ctx.fillStyle = "#ffffff";
     ctx.fillRect(0, 0, width, height);
     return ctx;
