@@ -353,3 +353,11 @@ def test_fuzz_multihead_only_ever_raises_value_error(
         return
     out = out[0] if return_weights else out
     assert out.shape == x.shape
+
+
+def test_plural_names_queries_and_keys():
+    """The views' captions ("10 queries × 40 keys"): consonant + y takes -ies, the rest -s."""
+    from attnlab.validation import counted, plural
+
+    assert [plural(w) for w in ("query", "key", "token", "day")] == ["queries", "keys", "tokens", "days"]
+    assert counted(2, "batch", "batches") == "2 batches"

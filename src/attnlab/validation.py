@@ -9,6 +9,7 @@ Every error names the argument, what was expected and what was given, e.g.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import torch
@@ -23,6 +24,11 @@ def shape_str(shape: Sequence[int]) -> str:
 def indefinite(noun: str) -> str:
     """``noun`` with its article, for messages: ``an attention_seq2seq``, ``a transformer``."""
     return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
+def plural(noun: str) -> str:
+    """``noun``'s plural in English's regular way: ``key`` → ``keys``, ``query`` → ``queries``."""
+    return noun[:-1] + "ies" if re.search(r"[^aeiou]y$", noun) else noun + "s"
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:

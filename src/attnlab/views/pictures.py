@@ -16,6 +16,7 @@ import numpy as np
 from torch import Tensor
 
 from attnlab.explorer.quantize import LEVELS, thumbnails
+from attnlab.validation import plural
 from attnlab.visualize import draw_attention, printable
 
 FAINTEST = 0.01  # the head view draws no line for a smaller weight (as the page)
@@ -37,7 +38,7 @@ def matrix_figure(matrix: Tensor, x_labels: Sequence[str] | None, y_labels: Sequ
     fig = _figure(min(3 + 0.3 * n_k, 12), min(2.5 + 0.3 * n_q, 12))
     ax = fig.add_subplot()
     image = draw_attention(ax, matrix.numpy(), x_labels=x_labels, y_labels=y_labels, title=title or None,
-                           cmap="gray" if grey else "Blues", axis_names=(f"{axes[0]}s", f"{axes[1]}s"))
+                           cmap="gray" if grey else "Blues", axis_names=(plural(axes[0]), plural(axes[1])))
     fig.colorbar(image, ax=ax, label="attention weight")
     return fig
 

@@ -147,7 +147,8 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
     var n = source.tokens.length, keys = source.keys || source.tokens, nk = keys.length;
     var L = source.layers, H = source.heads, causal = !!source.causal && n === nk, vmax = source.vmax || 1;
     var headName = function (h) { return source.headLabels ? String(source.headLabels[h]) : String(h + 1); };
-    var axes = source.axes || ["query", "key"], colours = PALETTES[options.palette] || PALETTES.blue;
+    var axes = source.axes || ["query", "key"], colours = PALETTES[options.palette] || PALETTES.blue,
+      plural = function (word) { return /[^aeiou]y$/.test(word) ? word.slice(0, -1) + "ies" : word + "s"; };
     var palette = colours.pixels;
     var labelled = Math.max(n, nk) <= LABELS_UP_TO;
     var margin = labelled ? MARGIN : 0;
@@ -294,10 +295,9 @@ window.attnlabAttention = (window.attnlabAttention && window.attnlabAttention.ve
     function select(layer, head) {
       var ticket = ++wanted;
       current = [layer, head];
-      layerPick.select.value = String(layer);
-      headPick.select.value = String(head);
+      layerPick.select.value = String(layer); headPick.select.value = String(head);
       drawGrid();
-      caption.textContent = (n === nk ? n + " tokens" : n + " " + axes[0] + "s × " + nk + " " + axes[1] + "s") +
+      caption.textContent = (n === nk ? n + " tokens" : n + " " + plural(axes[0]) + " × " + nk + " " + plural(axes[1])) +
         (L > 1 ? " · layer " + (layer + 1) + " of " + L : "") +
         (H > 1 ? (L > 1 ? ", head " : " · head ") + headName(head) + (source.headLabels ? "" : " of " + H) : "");
       return load(layer, head).then(function (record) {
