@@ -317,6 +317,7 @@ NOT_THROUGH_ATOMIC = {  # (file, the write): why it needs no atomic_file of its 
     ("interop/hf_folders.py", '(tmp / "tokenizer.json").write_text('): "inside atomic_directory",
     ("interop/hf_folders.py", '(tmp / "tokenizer_config.json").write_text('): "inside atomic_directory",
     ("interop/hf_folders.py", "(tmp / name).write_text(text)"): "inside atomic_directory",
+    ("views/html.py", "figure.savefig(buffer, "): "into an in-memory buffer: a view's _repr_png_",
 }
 
 
