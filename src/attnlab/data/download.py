@@ -12,9 +12,8 @@ import os
 import urllib.request
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from attnlab.atomic import atomic_file
+from attnlab.progress import progress_bar
 
 CHUNK_BYTES = 1 << 16
 
@@ -47,7 +46,7 @@ def download(
         dest: target file; its parent directory is created if needed.
         sha256: expected hex digest. On a mismatch :class:`ChecksumError` is raised and
             nothing is written to ``dest``. ``None`` skips the check.
-        progress: show a tqdm progress bar (bytes, rate, ETA).
+        progress: show a progress bar (bytes, rate, ETA).
         timeout: socket timeout in seconds.
     """
     dest = Path(dest)
@@ -66,15 +65,8 @@ def _stream(url: str, out, *, progress: bool, timeout: float, label: str) -> str
     digest = hashlib.sha256()
     with urllib.request.urlopen(url, timeout=timeout) as response:
         total = response.headers.get("Content-Length")
-        with tqdm(
-            total=int(total) if total else None,
-            unit="B",
-            unit_scale=True,
-            unit_divisor=1024,
-            desc=label,
-            disable=not progress,
-            leave=False,
-        ) as bar:
+        with progress_bar(int(total) if total else None, unit="B", enabled=progress, desc=label,
+                          leave=False, unit_scale=True, unit_divisor=1024) as bar:
             for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
                 out.write(chunk)
                 digest.update(chunk)

@@ -55,11 +55,11 @@ class Aligned:
 def align(translator, sources: list[str], decoding, progress: bool = False) -> list[Aligned]:
     """Translate ``sources`` with ``decoding`` and read back each translation's alignment in
     every decoder layer (:meth:`~attnlab.pipelines.TranslationPipeline.attention`)."""
-    from tqdm.auto import tqdm
+    from attnlab.progress import progress as bar
 
     hyps = translator.translate(sources, decoding)
     out = []
-    for source, hyp in tqdm(list(zip(sources, hyps, strict=True)), desc="alignments", disable=not progress):
+    for source, hyp in bar(list(zip(sources, hyps, strict=True)), desc="alignments", enabled=progress):
         out.append(Aligned(source, hyp, list(translator.attention(source, hyp).weights)))
     return out
 

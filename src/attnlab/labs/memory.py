@@ -143,9 +143,8 @@ def _lengths(recipe, quick: bool) -> list[int]:
 
 def run(out_dir: Path, options: LabOptions) -> LabReport:
     """Trace the NTM at each length, score its weightings and draw two sequences."""
-    from tqdm.auto import tqdm
-
     from attnlab.models import load_pretrained
+    from attnlab.progress import progress
     from attnlab.tasks.algorithmic import bit_errors, draw_memory_access
     from attnlab.tasks.algorithmic.recipe import AlgorithmicRecipe
     from attnlab.tasks.base import load_saved_recipe
@@ -157,7 +156,7 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
     model = load_pretrained(checkpoint, device=options.device)
     lengths, count = _lengths(recipe, options.quick), SEQUENCES[options.quick]
     traces, errors = [], {}
-    for length in tqdm(lengths, desc="lengths", disable=not options.progress or options.quick):
+    for length in progress(lengths, desc="lengths", enabled=options.progress and not options.quick):
         trace, episodes = trace_length(model, recipe, length, count)
         traces.append(trace)
         errors[length] = bit_errors(model, episodes)

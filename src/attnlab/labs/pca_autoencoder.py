@@ -67,14 +67,14 @@ def train_autoencoder(x: Tensor, k: int, steps: int, *, seed: int = 0,
                       progress: bool = False) -> tuple[Tensor, list[float]]:
     """The tied linear autoencoder ``x' = W Wᵀ x`` by full-batch gradient descent with momentum
     (step ``1/tr C``, the total variance). Returns ``W (d, K)`` and the loss before each step."""
-    from tqdm.auto import tqdm
+    from attnlab.progress import progress as bar
 
     cov = x.T @ x / x.shape[0]  # (d, d)
     gen = torch.Generator().manual_seed(seed)
     w = (0.01 * torch.randn(x.shape[1], k, generator=gen, dtype=x.dtype)).requires_grad_()
     optimizer = torch.optim.SGD([w], lr=1.0 / float(cov.trace()), momentum=MOMENTUM)
     losses = []
-    for _ in tqdm(range(steps), desc=f"autoencoder K={k}", disable=not progress, leave=False):
+    for _ in bar(range(steps), desc=f"autoencoder K={k}", enabled=progress, leave=False):
         optimizer.zero_grad()
         loss = autoencoder_loss(w, cov)
         loss.backward()

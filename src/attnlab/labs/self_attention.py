@@ -74,14 +74,14 @@ def scaling_sweep(
     """For each ``d_k`` in ``dims``: ``samples`` draws of ``Q, K`` ``(num_keys, d_k)`` in float64;
     the variance of the ``samples · num_keys²`` scores ``qᵀk``, and the mean row entropy of the
     softmax with and without ``1/√d_k``. The slope is a least-squares line through
-    ``(log d_k, log var)``; ``progress`` shows a tqdm bar over the widths."""
+    ``(log d_k, log var)``; ``progress`` shows a progress bar over the widths."""
     if len(dims) < 2 or any(d < 1 for d in dims):
         raise ValueError(f"dims must hold at least two widths >= 1, got {dims}")
     gen = torch.Generator().manual_seed(seed)
     variance, scaled, unscaled = [], [], []
-    from tqdm.auto import tqdm
+    from attnlab.progress import progress as bar
 
-    for d in tqdm(dims, desc="d_k", disable=not progress, leave=False):
+    for d in bar(dims, desc="d_k", enabled=progress, leave=False):
         q = torch.randn(samples, num_keys, d, generator=gen, dtype=torch.float64)
         k = torch.randn(samples, num_keys, d, generator=gen, dtype=torch.float64)
         scores = dot_score(q, k)  # (samples, n, n)

@@ -200,11 +200,11 @@ def measure(
 ) -> list[LayerMeasurements]:
     """Every figure of the module docstring, for each layer at each length ``n`` of ``ns``, on
     one sequence ``(1, n, d)``."""
-    from tqdm.auto import tqdm
+    from attnlab.progress import progress as bar
 
     inputs = {n: torch.randn(1, n, d, generator=torch.Generator().manual_seed(n)) for n in ns}
     results = [LayerMeasurements(layer, list(ns)) for layer in layers]
-    for result in tqdm(results, desc="counting", disable=not progress):
+    for result in bar(results, desc="counting", enabled=progress):
         for n in ns:
             total, own = count_flops(result.layer, inputs[n])
             result.flops.append(total)
