@@ -36,9 +36,10 @@ def test_page_and_its_files_are_served_and_reach_for_nothing_outside(client):
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'href="static/explorer.css"' in page.text
-    assert page.text.index('src="static/attention.js"') < page.text.index('src="static/draw.js"') < \
-        page.text.index('src="static/explorer.js"')
-    scripts = [(name, "javascript") for name in ("attention.js", "draw.js", "explorer.js")]
+    names = ("attention.js", "tip.js", "draw.js", "explorer.js")
+    places = [page.text.index(f'src="static/{name}"') for name in names]
+    assert places == sorted(places)
+    scripts = [(name, "javascript") for name in names]
     for name, kind in [*scripts, ("explorer.css", "css")]:
         response = client.get(f"/static/{name}")
         assert response.status_code == 200 and kind in response.headers["content-type"]

@@ -21,7 +21,7 @@ from attnlab.cli import build_parser, main
 from attnlab.cli.explorer import server_token
 from attnlab.explorer.export import export_views
 from attnlab.explorer.models import ModelSet, load_gpt, load_translator
-from attnlab.explorer.page import json_for_html, render_page
+from attnlab.explorer.page import SCRIPTS, json_for_html, render_page
 from attnlab.signals import exit_code
 from explorer_toys import gpt_checkpoint, half_body, translator_checkpoint
 
@@ -232,7 +232,7 @@ def test_export_html_holds_the_views_and_reaches_for_nothing(checkpoints, tmp_pa
         assert data[key] == json.loads(json.dumps(expected[key])), key
     assert len(data["generate"]["view"]["events"]) == 9 + 2 and data["heads"] is None
     assert not re.search(r"""(src|href)\s*=|https?://(?!www\.w3\.org/2000/svg)|@import""", html)
-    assert html.count("<script") == 4 and "<style>" in html  # the data and the three scripts; the style
+    assert html.count("<script") == 1 + len(SCRIPTS) and "<style>" in html  # the data, the scripts; the style
 
 
 @pytest.mark.parametrize(("flag", "value", "message"), [
@@ -255,7 +255,7 @@ def test_inline_data_cannot_close_its_script_or_fill_a_slot():
     html = render_page(data)
     (block,) = DATA_BLOCK.findall(html)
     assert json.loads(block) == data and block == json_for_html(data)
-    assert "alert(1)</script>" not in html and html.count("</script>") == 4
+    assert "alert(1)</script>" not in html and html.count("</script>") == 1 + len(SCRIPTS)
     assert html.count("{{SCRIPT}}") == 1 and html.count('querySelectorAll(".attnlab-explorer")') == 1
 
 

@@ -2,7 +2,8 @@
 
 ``explorer.html`` is the page with three slots: ``{{STYLE}}``, ``{{SCRIPT}}`` and ``{{DATA}}``;
 ``explorer.css`` its style; :data:`SCRIPTS` its scripts, in order (``attention.js`` the
-attention map's self-contained canvas renderer, ``draw.js`` the heatmaps, lines and tooltips,
+attention map's self-contained canvas renderer, ``tip.js`` the tooltip (the notebook views' too),
+``draw.js`` the heatmaps, lines and pickers,
 ``explorer.js`` the panels and the API). Served (:func:`render_page`
 without data), the slots link them from the same server and the scripts ask the JSON API.
 Exported (with data), the style and the scripts are written inline and the views go into a
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 STATIC = Path(__file__).with_name("static")
-SCRIPTS = ("attention.js", "draw.js", "explorer.js")
+SCRIPTS = ("attention.js", "tip.js", "draw.js", "explorer.js")
 SLOT = re.compile(r"\{\{(STYLE|SCRIPT|DATA)\}\}")
 
 

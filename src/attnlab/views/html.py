@@ -2,10 +2,11 @@
 
 Each view is a :class:`View`: ``_repr_html_`` is one self-contained HTML fragment — a ``<div>``
 with a unique id, the view's data as ``<script type="application/json">``, the scripts of
-``attnlab/explorer/static`` written inline — ``attention.js`` (the attention map), ``views.js``
-(the views' tools, buttons and mount) and the other drawings (:data:`SCRIPTS`), each adding its
-part to one global, ``window.attnlabAttention``, only if the page has none yet, so ten views on a
-page run them once in effect — and a line that mounts the view on its own element. No URL, no CDN,
+``attnlab/explorer/static`` written inline — ``attention.js`` (the attention map), ``tip.js``
+(the tooltip), ``views.js`` (the views' tools, buttons and mount) and the other drawings
+(:data:`SCRIPTS`), each adding its part to one global (``window.attnlabAttention``; the tooltip
+``window.attnlabTip``) only if the page has none yet, so ten views on a page run them once in
+effect — and a line that mounts the view on its own element. No URL, no CDN,
 no requirejs, no stylesheet (inline styles only), no widget comm: the same output draws in
 JupyterLab, Notebook 7, VS Code and a static ``jupyter nbconvert --to html`` page, offline. A
 notebook that is opened untrusted runs no script; the view then says so in place of the picture.
@@ -26,7 +27,7 @@ from typing import Any
 from attnlab.atomic import write_atomic
 from attnlab.explorer.page import inline_script, json_for_html
 
-SCRIPTS = ("attention.js", "views.js", "head_view.js", "neuron_view.js", "caption_memory.js")
+SCRIPTS = ("attention.js", "tip.js", "views.js", "head_view.js", "neuron_view.js", "caption_memory.js")
 ROOT_STYLE = ("font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:14px;color:#111827;"
               "background:#ffffff;padding:8px 10px;border:1px solid #e5e7eb;border-radius:6px;"
               "max-width:100%;overflow-x:auto;box-sizing:border-box;position:relative")

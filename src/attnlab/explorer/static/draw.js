@@ -1,4 +1,5 @@
-/* attnlab attention explorer, drawing: heatmaps, the head view's lines, tooltips and pickers.
+/* attnlab attention explorer, drawing: heatmaps, the head view's lines and pickers
+ * (the tooltip is tip.js's).
  *
  * Plain JavaScript, no library. explorer.js (loaded after this file) builds the panels with
  * these. Attention arrives as nested lists: a translation's (layers, heads, target, source), a
@@ -59,18 +60,7 @@ window.attnlabDraw = window.attnlabDraw || (function () {
     return mean(chosen);
   }
 
-  function makeTip(root) {
-    var node = root.querySelector(".attnlab-tip");
-    return {
-      show: function (text, ev) {
-        node.textContent = text;
-        node.hidden = false;
-        node.style.left = (ev.clientX + 14) + "px";
-        node.style.top = (ev.clientY + 14) + "px";
-      },
-      hide: function () { node.hidden = true; }
-    };
-  }
+  function makeTip(root) { return window.attnlabTip(root.querySelector(".attnlab-tip")); }
 
   /* A table heatmap: one td.cell per (row, column), its weight in data-weight; hover names it. */
   function heatmap(box, rows, cols, matrix, tip, arrow) {

@@ -70,15 +70,7 @@
     tip.className = "attnlab-view-tip";
     tip.hidden = true;
     root.appendChild(tip);
-    return {
-      show: function (text, ev) {
-        tip.textContent = text;
-        tip.hidden = false;
-        tip.style.left = (ev.clientX + 14) + "px";
-        tip.style.top = (ev.clientY + 14) + "px";
-      },
-      hide: function () { tip.hidden = true; }
-    };
+    return window.attnlabTip(tip);
   }
 
   /* The heads of an attention payload (tokens, keys, layers, heads, causal, records), each
