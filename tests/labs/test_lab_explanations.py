@@ -200,7 +200,8 @@ def test_the_lab_in_quick_mode_scores_every_task_it_finds(runs, tmp_path, monkey
     assert numbers["ntm_ig_gap"] < numbers["ntm_ig_delta"]
     assert "Not run here: lab explanations reads a trained checkpoint and none of runs/digits_caption" in \
         (tmp_path / "out" / "report.md").read_text()
-    assert {p.name for p in report.figures} == {"explanations_ntm.png", "explanations_transformer.png"}
+    assert {p.name for p in report.figures} == {"explanations_pointing.png", "explanations_ntm.png",
+                                                "explanations_transformer.png"}
     only = run_lab("explanations", tmp_path / "ntm", quick(runs / "runs" / "ntm" / "copy_ntm_seed0"))
     assert "transformer_cases" not in only.numbers and only.numbers["ntm_cases"] == 10
 
@@ -236,5 +237,5 @@ def test_the_captioners_methods_on_its_true_captions(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     report = run_lab("explanations", tmp_path / "out", quick())
     assert report.numbers["show_attend_tell_cases"] == sum(len(d) for d in test.digits)
-    assert report.figures[0].name == "explanations_captioner.png"
+    assert [p.name for p in report.figures] == ["explanations_pointing.png", "explanations_captioner.png"]
 

@@ -122,7 +122,7 @@ def run(out_dir: Path, options: LabOptions) -> LabReport:
         start = time.perf_counter()
         results += [(checkpoint, *r) for r in _explain(part, checkpoint, options, settings, out_dir)]
         seconds.append((model_type_of(checkpoint), time.perf_counter() - start))
-    _report(report, results, missing, settings)
+    _report(report, results, missing, settings, out_dir)
     _machine(report, seconds)
     return report
 
@@ -137,8 +137,10 @@ def _machine(report: LabReport, seconds: list[tuple[str, float]]) -> None:
     report.text(f"Ran on {where}: {times}.")
 
 
-def _report(report: LabReport, results: list, missing: list[str], settings: Settings) -> None:
-    """The two tables (tasks × methods and baselines), the best methods, the numbers, the pictures."""
+def _report(report: LabReport, results: list, missing: list[str], settings: Settings,
+            out_dir: Path) -> None:
+    """The two tables (tasks × methods and baselines), the best methods, the numbers, the chart of
+    the pointing game and the pictures."""
     tallies = [(checkpoint, tally) for checkpoint, _, tally, _ in results]
     headers = ["task", "cases", *METHODS, *BASELINES]
     for title, score in (("Pointing game", Tally.pointing), ("Mass on the truth", Tally.mass)):
@@ -152,6 +154,12 @@ def _report(report: LabReport, results: list, missing: list[str], settings: Sett
     report.text(_verdict(tallies, settings))
     if missing:
         report.text("Not run here: " + "; ".join(missing))
+    scored = [(_title(t.task), {m: t.pointing(m) for m in METHODS + BASELINES})
+              for _, t in tallies if t.cases]
+    if scored:
+        chart = pictures.draw_pointing(scored, out_dir / "explanations_pointing.png")
+        report.figure(chart, "The pointing game of each method on each task, the uniform and random "
+                             "baselines hatched")
     for _, kind, _, path in results:
         if path is not None:
             report.figure(path, f"{_title(kind)}, {EXAMPLES[kind]}: each method's positive relevance "
