@@ -73,13 +73,16 @@ class SyntheticSpeechConfig:
         if isinstance(self.text, str):
             check_choice("text", self.text, TEXT_SOURCES)
         if len(self.sizes) != 3 or min(self.sizes) < 0 or sum(self.sizes) == 0:
-            raise ValueError(f"sizes must be three counts (train, valid, test) >= 0, not all 0, got {self.sizes}")
+            raise ValueError(f"sizes must be three counts (train, valid, test) >= 0, not all 0, "
+                             f"got {self.sizes}")
         if not 1 <= self.held_out_variants <= (len(VARIANTS) - 1) // 2:
             raise ValueError(f"held_out_variants must be 1-{(len(VARIANTS) - 1) // 2} (of {len(VARIANTS)} "
                              f"variants, some left for training), got {self.held_out_variants}")
-        for name, (low, high), (least, most) in (("rate", self.rate, (80, 450)), ("pitch", self.pitch, (0, 99))):
+        for name, (low, high), (least, most) in (("rate", self.rate, (80, 450)),
+                                                 ("pitch", self.pitch, (0, 99))):
             if not least <= low <= high <= most:
-                raise ValueError(f"{name} must be a range (low, high) within {least}-{most}, got {(low, high)}")
+                raise ValueError(f"{name} must be a range (low, high) within {least}-{most}, "
+                                 f"got {(low, high)}")
         if self.snr_db is not None and not self.snr_db[0] <= self.snr_db[1]:
             raise ValueError(f"snr_db must be a range (low, high) or None, got {self.snr_db}")
         if self.sample_rate < 8000:

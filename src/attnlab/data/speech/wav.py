@@ -23,19 +23,24 @@ PCM_SCALE = 32768.0
 READS = "attnlab reads 16-bit PCM mono WAV (convert with e.g. sox in.wav -b 16 -c 1 out.wav)"
 
 
-def parse_wav(data: bytes, name: str) -> tuple[np.ndarray, int]:
-    """The waveform ``(samples,)`` float32 and the sample rate of WAV bytes; ``name`` names them
-    in errors."""
+def _open(source: str | Path | io.BytesIO, name: str, *, frames: bool) -> tuple[bytes, int]:
+    """The PCM bytes (or ``b""`` without ``frames``) and sample rate of 16-bit mono WAV ``source``."""
     try:
-        with wave.open(io.BytesIO(data)) as w:
+        with wave.open(str(source) if isinstance(source, Path) else source) as w:
             channels, width, rate = w.getnchannels(), w.getsampwidth(), w.getframerate()
-            frames = w.readframes(w.getnframes())
+            data = w.readframes(w.getnframes()) if frames else b""
     except (wave.Error, EOFError) as err:
         raise ValueError(f"{name} is not a PCM WAV file ({err}); {READS}") from None
     if width != 2 or channels != 1:
         raise ValueError(f"{name} is {8 * width}-bit with {channels} channel(s); {READS}")
-    samples = np.frombuffer(frames, dtype="<i2").astype(np.float32) / PCM_SCALE
-    return samples, rate
+    return data, rate
+
+
+def parse_wav(data: bytes, name: str) -> tuple[np.ndarray, int]:
+    """The waveform ``(samples,)`` float32 and the sample rate of WAV bytes; ``name`` names them
+    in errors."""
+    frames, rate = _open(io.BytesIO(data), name, frames=True)
+    return np.frombuffer(frames, dtype="<i2").astype(np.float32) / PCM_SCALE, rate
 
 
 def read_wav(path: str | Path, sample_rate: int | None = None) -> np.ndarray:
@@ -51,8 +56,12 @@ def read_wav(path: str | Path, sample_rate: int | None = None) -> np.ndarray:
 
 
 def wav_rate(path: str | Path) -> int:
-    """The sample rate of the WAV file ``path`` (checked as :func:`read_wav` checks it)."""
-    return parse_wav(Path(path).read_bytes(), str(path))[1]
+    """The sample rate of the WAV file ``path``, from its header alone; a file that is not
+    16-bit PCM mono is refused as :func:`read_wav` refuses it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"WAV file {path} not found")
+    return _open(path, str(path), frames=False)[1]
 
 
 def to_pcm16(samples: np.ndarray) -> np.ndarray:
