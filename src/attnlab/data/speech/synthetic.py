@@ -7,7 +7,7 @@ the same listener. No recorded corpus can be had here, so the sentences are spok
 :mod:`~attnlab.data.speech.espeak`. Everything is drawn from ``seed`` (:func:`plan_corpus`):
 
 * **texts** — ``"multi30k"``: the English captions of Multi30k's training file (those of
-  letters, spaces and punctuation only; no digits), normalised and deduplicated; ``"digits"``:
+  letters, spaces and punctuation only, no digits: 28,653 distinct once normalised); ``"digits"``:
   distinct strings of 3-8 digits spoken as words (``"three one four"``), the repetitive case;
   or a list of your own sentences. The distinct texts are shuffled and cut into test, valid and
   train, so **no test or valid sentence is ever a training sentence**;
@@ -43,7 +43,7 @@ from attnlab.data.prepared import cache_dir
 from attnlab.data.speech.corpus import SAMPLE_RATE, SPLITS, SpeechCorpus, Utterance, normalize_transcript
 from attnlab.data.speech.espeak import ACCENTS, VARIANTS, speak, voice_name
 from attnlab.data.speech.wav import resample, write_wav
-from attnlab.progress import progress
+from attnlab.progress import progress_bar
 from attnlab.validation import check_choice
 
 TEXT_SOURCES = ("multi30k", "digits")
@@ -164,18 +164,20 @@ def synthesize(item: dict, sample_rate: int) -> np.ndarray:
 
 
 def synthetic_speech(config: SyntheticSpeechConfig | None = None, *, data_dir: PathLike | None = None,
-                     cache: PathLike | None = None, show_progress: bool = False) -> SpeechCorpus:
+                     cache: PathLike | None = None, progress: bool = False) -> SpeechCorpus:
     """The synthetic corpus of ``config`` (default: :class:`SyntheticSpeechConfig`'s), its
     missing WAV files synthesized into ``cache`` (default ``$ATTNLAB_CACHE``) first, with a
-    progress bar when ``show_progress``. Multi30k's captions come from ``data_dir``."""
+    progress bar when ``progress``. Multi30k's captions come from ``data_dir``."""
     config = config or SyntheticSpeechConfig()
     plan = plan_corpus(config, data_dir)
     root = cache_dir(cache)
     files = {(split, i): utterance_file(item, config.sample_rate, root)
              for split, items in plan.items() for i, item in enumerate(items)}
     missing = [key for key, path in files.items() if not path.is_file()]
-    for split, i in progress(missing, desc="speaking", enabled=show_progress, unit="utt"):
-        write_wav(files[split, i], synthesize(plan[split][i], config.sample_rate), config.sample_rate)
+    with progress_bar(len(missing), unit="utt", enabled=progress and bool(missing), desc="speaking") as bar:
+        for split, i in missing:
+            write_wav(files[split, i], synthesize(plan[split][i], config.sample_rate), config.sample_rate)
+            bar.update(1)
     splits = {split: [Utterance(id=f"{split}-{i:05d}", split=split, path=files[split, i],
                                 text=item["text"], voice=item["voice"], rate=item["rate"],
                                 pitch=item["pitch"], snr_db=item["snr_db"])
