@@ -14,7 +14,7 @@ import pytest
 
 from attnlab.data.speech import synthetic
 from attnlab.data.speech.corpus import normalize_transcript
-from attnlab.data.speech.espeak import INSTALL_COMMAND, speak, variant_of
+from attnlab.data.speech.espeak import ACCENTS, INSTALL_COMMAND, VARIANTS, speak, variant_of
 from attnlab.data.speech.folder import speech_folder
 from attnlab.data.speech.synthetic import SyntheticSpeechConfig, plan_corpus, synthetic_speech
 from attnlab.data.speech.wav import write_wav
@@ -84,6 +84,16 @@ def test_a_faster_rate_speaks_the_same_text_in_fewer_samples():
     fast, _ = speak("a dog runs across the grass", "en+m3", 240, 50)
     assert rate == 22050 and len(fast) < 0.8 * len(slow)
     assert np.sqrt(np.mean(slow**2)) > 0.01  # not silence
+
+
+@needs_espeak
+def test_every_accent_and_every_variant_is_a_voice_of_its_own():
+    """An unknown accent fails; an unknown variant falls back silently to the bare accent
+    (``en-us+zz`` sounds as ``en-us``), so each variant must sound unlike the bare accent and
+    unlike the others, and each accent unlike the others."""
+    voices = [f"{accent}+m3" for accent in ACCENTS] + [f"en-us+{v}" for v in VARIANTS if v != "m3"]
+    sounds = {speak("seven", voice, 175, 50)[0].tobytes() for voice in [*voices, "en-us"]}
+    assert len(sounds) == len(ACCENTS) + len(VARIANTS)
 
 
 @needs_espeak
