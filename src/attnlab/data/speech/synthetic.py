@@ -97,8 +97,10 @@ def multi30k_sentences(data_dir: PathLike | None = None) -> list[str]:
 
 def digit_strings(count: int, rng: random.Random, shortest: int = 3, longest: int = 8) -> list[str]:
     """``count`` distinct digit strings of ``shortest``-``longest`` digits, as spoken words."""
-    if count > 10 ** longest - 10 ** (shortest - 1):
-        raise ValueError(f"cannot draw {count} distinct strings of {shortest}-{longest} digits")
+    possible = sum(10**length for length in range(shortest, longest + 1))
+    if count > possible // 2:  # drawing nearly all of them would take ever longer
+        raise ValueError(f"cannot draw {count} distinct strings of {shortest}-{longest} digits "
+                         f"(at most {possible // 2:,}: half of the {possible:,} there are)")
     seen: dict[str, None] = {}
     while len(seen) < count:
         digits = rng.choices(DIGIT_WORDS, k=rng.randint(shortest, longest))
