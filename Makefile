@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 export ATTNLAB_DATA ?= $(abspath ../shared/data)
 
-.PHONY: demo test test-slow bench lint install install-test data-kjv datasets llm llama-cpp compiler notebooks browser allocator clean
+.PHONY: demo test test-slow bench lint install install-test data-kjv data-speech datasets llm llama-cpp compiler notebooks browser allocator clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,16 @@ data-kjv:
 	@if dpkg -s sword-text-kjv >/dev/null 2>&1; then echo "sword-text-kjv is installed"; \
 	else echo "+ apt-get install -y --no-install-recommends sword-text-kjv"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends sword-text-kjv; fi
+
+# Optional: speech (attnlab.data.speech). Debian's espeak-ng (as root) speaks the synthetic corpus's
+# sentences; the speech extra installs librosa (the reference for the mel filterbank and log-mel
+# features) and jiwer (the reference for word and character error rates). Without them those tests
+# skip and name this target; attnlab never installs them itself.
+data-speech: install
+	@if dpkg -s espeak-ng >/dev/null 2>&1; then echo "espeak-ng is installed"; \
+	else echo "+ apt-get install -y --no-install-recommends espeak-ng"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends espeak-ng; fi
+	$(PIP) install -q -e '.[speech]' torch==2.13.0
 
 # Optional: Hugging Face datasets (a large wheel, with pyarrow), for your own data in Parquet, CSV,
 # Arrow or save_to_disk folders; without it those tests skip and name this target.

@@ -210,7 +210,8 @@ def test_every_name_in_every_all_resolves(name):
 
 @pytest.mark.parametrize("package", ["attnlab.attention", "attnlab.modules", "attnlab.models",
                                      "attnlab.generation", "attnlab.interop", "attnlab.modules.positional",
-                                     "attnlab.training", "attnlab.data", "attnlab.pipelines",
+                                     "attnlab.training", "attnlab.data", "attnlab.data.speech",
+                                     "attnlab.pipelines",
                                      "attnlab.tasks"])
 def test_star_import_works(package):
     namespace: dict = {}

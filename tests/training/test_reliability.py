@@ -318,6 +318,8 @@ NOT_THROUGH_ATOMIC = {  # (file, the write): why it needs no atomic_file of its 
     ("interop/hf_folders.py", '(tmp / "tokenizer_config.json").write_text('): "inside atomic_directory",
     ("interop/hf_folders.py", "(tmp / name).write_text(text)"): "inside atomic_directory",
     ("views/html.py", "figure.savefig(buffer, "): "into an in-memory buffer: a view's _repr_png_",
+    ("data/speech/wav.py", 'wave.open(buffer, "wb")'): "into an in-memory buffer, which write_wav writes "
+                                                       "through atomic_file",
 }
 
 

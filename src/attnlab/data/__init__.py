@@ -8,6 +8,7 @@
 * :mod:`~attnlab.data.mnist` — the MNIST test set's 10,000 digits and their fixed split
 * :mod:`~attnlab.data.scenes` — seeded scenes of those digits, with boxes and captions
 * :mod:`~attnlab.data.image_captions` — a folder of images + a captions file (Flickr8k layout)
+* :mod:`~attnlab.data.speech` — a synthetic speech corpus (eSpeak NG), your WAV files, log-mel features
 """
 
 from attnlab.data.batching import (
@@ -120,4 +121,25 @@ __all__ += [
     "source_digits",
     "split_caption",
     "write_scene_folder",
+]
+
+# Speech: the synthetic corpus spoken by eSpeak NG (make data-speech), your own WAV files, log-mel.
+from attnlab.data.speech import (  # noqa: E402
+    FeatureStats,
+    LogMel,
+    SpeechCorpus,
+    SyntheticSpeechConfig,
+    Utterance,
+    speech_folder,
+    synthetic_speech,
+)
+
+__all__ += [
+    "FeatureStats",
+    "LogMel",
+    "SpeechCorpus",
+    "SyntheticSpeechConfig",
+    "Utterance",
+    "speech_folder",
+    "synthetic_speech",
 ]
