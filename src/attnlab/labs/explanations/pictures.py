@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,15 +164,15 @@ def draw_pointing(rows: list[tuple[str, dict[str, float]]], path: Path) -> Path:
     names = [*METHODS, *BASELINES]
     colours = [f"C{i}" for i in range(len(METHODS))] + ["0.75", "0.55"]
     width = 0.8 / len(names)
-    fig = Figure(figsize=(max(6.0, 2.2 * len(rows) + 1.5), 3.6), layout="constrained")
+    fig = Figure(figsize=(max(6.0, 2.2 * len(rows) + 3.0), 3.8), layout="constrained")
     ax = fig.subplots()
     for j, (name, colour) in enumerate(zip(names, colours, strict=True)):
         x = np.arange(len(rows)) + (j - (len(names) - 1) / 2) * width
         ax.bar(x, [rates.get(name, np.nan) for _, rates in rows], width, color=colour, label=name,
                hatch="//" if name in BASELINES else None, edgecolor="white")
-    ax.set_xticks(range(len(rows)), [title for title, _ in rows], fontsize=8)
+    ax.set_xticks(range(len(rows)), [textwrap.fill(title, 24) for title, _ in rows], fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("pointing game (hit rate)", fontsize=8)
-    ax.legend(fontsize=7, ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     ax.set_title("Which explanation points at the known source", fontsize=9)
     return save_figure(fig, path)
