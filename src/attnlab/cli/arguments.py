@@ -169,6 +169,16 @@ def caption_args(p: argparse.ArgumentParser) -> None:
     _device_arg(p)
 
 
+def transcribe_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint directory of a speech recognizer")
+    p.add_argument("wavs", nargs="+", help="16-bit PCM mono WAV files (another sample rate is resampled)")
+    p.add_argument("--attention", default=None, metavar="PNG",
+                   help="draw the first file's alignment over its spectrogram into PNG "
+                        "(a .pdf, .svg, ... suffix picks that format)")
+    _decoding_args(p)
+    _device_arg(p)
+
+
 def plot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a training run directory holding metrics.jsonl")
     p.add_argument("--out", default=None, metavar="DIR", help="folder for the PNGs (default RUN_DIR/plots)")
