@@ -46,7 +46,7 @@ class SpeechPipeline(DecodingPipeline):
 
     model_types = task_models("speech")
     family = "a speech recognizer"
-    default_decoding = DecodeConfig(beam_size=4, length_penalty=0.0, batch_size=16, max_len_a=0.3,
+    default_decoding = DecodeConfig(beam_size=4, length_penalty=1.0, batch_size=16, max_len_a=0.3,
                                     max_len_b=10)
 
     def __init__(self, model: nn.Module, tokenizer: AnyTokenizer, *, decoding: DecodeConfig | None = None,

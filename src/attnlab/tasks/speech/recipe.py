@@ -114,7 +114,7 @@ class SpeechEval(DecodeConfig):
     samples shown and the test utterance whose alignment is drawn."""
 
     beam_size: int = 4
-    length_penalty: float = 0.0
+    length_penalty: float = 1.0
     batch_size: int = 16
     max_len_a: float = 0.3
     max_len_b: int = 10
