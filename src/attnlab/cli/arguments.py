@@ -98,12 +98,14 @@ def translate_args(p: argparse.ArgumentParser) -> None:
 
 
 def evaluate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint directory of any task (translator, LM, NTM, captioner)")
+    p.add_argument("checkpoint", help="checkpoint directory of any task (translator, LM, NTM, captioner, "
+                                      "recognizer)")
     p.add_argument("--split", default=None,
                    help="split to score, of the corpus the checkpoint was trained on: a translator's test "
                         "(default: its recipe's test pairs), val, train, or (Multi30k) test_2016_flickr; a "
-                        "language model's val; a classifier's test or val; an NTM's or captioner's test")
-    _decoding_args(p)  # translators and captioners; refused for the checkpoints that do not decode
+                        "language model's val; a classifier's test or val; an NTM's or captioner's test; a "
+                        "recognizer's test or valid")
+    _decoding_args(p)  # translators, captioners, recognizers; refused for the checkpoints that do not decode
     _data_dir_arg(p)
     _device_arg(p)
 
