@@ -62,9 +62,8 @@ class ListenAttendSpell(AttentionSeq2Seq):
     config_class = ListenAttendSpellConfig
 
     def __init__(self, config: ListenAttendSpellConfig) -> None:
-        super().__init__(config)
         c = config
-        self.encoder = PyramidalBLSTM(c.n_mels, c.encoder_dim, c.listener_layers, c.dropout)
+        super().__init__(c, encoder=PyramidalBLSTM(c.n_mels, c.encoder_dim, c.listener_layers, c.dropout))
 
     @property
     def reduction(self) -> int:
