@@ -14,10 +14,11 @@ from PIL import Image
 from attnlab.cli.main import main
 from attnlab.data.speech import SyntheticSpeechConfig, synthetic_speech
 from attnlab.data.speech.espeak import INSTALL_COMMAND
+from attnlab.data.tokenizers import CharTokenizer
 from attnlab.evaluation import cer
 from attnlab.pipelines import SpeechPipeline
 from attnlab.tasks import EvaluateRequest, train
-from attnlab.tasks.speech import SpeechRecipe, SpeechTask
+from attnlab.tasks.speech import ALPHABET, SpeechRecipe, SpeechTask
 
 needs_espeak = pytest.mark.skipif(
     shutil.which("espeak-ng") is None,
@@ -92,3 +93,23 @@ def test_bad_recipes_are_named(change, message):
     raw["train"] = {k: v for k, v in raw["train"].items() if v is not None}
     with pytest.raises(ValueError, match=message):
         SpeechRecipe.from_dict(raw)
+
+
+def test_transcribe_refuses_another_familys_checkpoint_and_a_file_that_is_not_a_wav(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "transformer"}))
+    assert main(["transcribe", str(tmp_path), "a.wav"]) == 2
+    assert ("checkpoint" in (err := capsys.readouterr().err) and "'transformer'; transcribe takes "
+            "listen_attend_spell, speech_transformer checkpoints" in err)
+    not_wav = tmp_path / "notes.wav"
+    not_wav.write_text("hello")
+    SpeechPipeline(_tiny_recognizer(), CharTokenizer(ALPHABET)).save(tmp_path / "ckpt")
+    assert main(["transcribe", str(tmp_path / "ckpt"), str(not_wav)]) == 2
+    assert f"{not_wav} is not a PCM WAV file" in capsys.readouterr().err
+
+
+def _tiny_recognizer():
+    from attnlab.models import ListenAttendSpell, ListenAttendSpellConfig
+
+    size = CharTokenizer(ALPHABET).vocab_size
+    return ListenAttendSpell(ListenAttendSpellConfig(size, size, n_mels=20, embed_dim=8, encoder_dim=8,
+                                                     hidden_dim=16, attention_dim=8, listener_layers=2))

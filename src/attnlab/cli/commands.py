@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from attnlab.checkpoint import resolve_resume, run_dir_of
+from attnlab.checkpoint import RECIPE_FILE, resolve_resume, run_dir_of
 from attnlab.config import apply_overrides
 from attnlab.pipelines import CaptioningPipeline, LanguageModelPipeline, TranslationPipeline
 from attnlab.tasks import EvaluateRequest, load_recipe, task_class, task_for_checkpoint
@@ -205,7 +205,8 @@ def transcribe(args: argparse.Namespace) -> int:
     if args.attention:
         picture_format(args.attention)  # a picture it could not save is refused before any work
     SpeechPipeline.check_checkpoint(args.checkpoint, "transcribe")
-    load_saved_recipe(args.checkpoint, SpeechRecipe)  # its decoding settings: refused naming it if bad
+    if (Path(args.checkpoint) / RECIPE_FILE).is_file():  # its decoding settings: refused naming it if bad
+        load_saved_recipe(args.checkpoint, SpeechRecipe)
     recognizer = SpeechPipeline.from_checkpoint(args.checkpoint, device=args.device)
     features = recognizer.features(args.wavs)
     decoding = recognizer.settings(beam_size=args.beam, length_penalty=args.length_penalty)
