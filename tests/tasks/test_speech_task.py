@@ -77,6 +77,15 @@ def test_the_transformer_trains_through_the_same_task(tmp_path):
     assert results["model_type"] == "speech_transformer" and results["steps"] == 2
 
 
+@needs_espeak
+def test_prepare_speaks_the_corpus_once(tmp_path):
+    raw = recipe(50, text="digits", corpus_seed=7)
+    first = SpeechTask.prepare_data(raw, None)
+    assert first[0].startswith("spoke 5 utterances of 5 into ")
+    assert first[1] == "train: 3 utterances, 3 texts, 3 voices"
+    assert SpeechTask.prepare_data(raw, None)[0].startswith("spoke 0 utterances of 5 ")
+
+
 @pytest.mark.parametrize("change, message", [
     ({"data": {"source": "folder"}}, "data.folder must name a folder"),
     ({"data": {"snr_db": [10.0]}}, r"data.snr_db must be \[low, high\]"),

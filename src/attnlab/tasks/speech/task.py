@@ -4,6 +4,7 @@ Lecture 21; Chorowski, Bahdanau, Serdyuk, Cho & Bengio 2015, "Attention-Based Mo
 Recognition"; Zeyer et al. 2019, "A Comparison of Transformer and LSTM Encoder Decoder Models
 for ASR").
 
+    attnlab prepare configs/speech_las.toml        # speak the corpus into the cache (optional)
     attnlab train --config configs/speech_las.toml
     attnlab transcribe RUN_DIR/final a.wav b.wav [--attention out.png]
     attnlab evaluate RUN_DIR/final [--split valid]
@@ -161,6 +162,19 @@ class SpeechTask(Task):
         print(f"results: {path}\nalignment picture: {picture}\n{counted(result.step, 'step')} in "
               f"{result.seconds / 60:.1f} min ({result.stopped}); final model: {final}", flush=True)
         return results
+
+    @classmethod
+    def prepare_data(cls, raw: Mapping[str, Any], data_dir: str | None) -> list[str]:
+        """``attnlab prepare``: the recipe's corpus spoken into the cache (what is missing of it),
+        so that training only reads it; a folder of your own is read and its WAV headers checked."""
+        recipe = cls.recipe_class.from_dict(raw)
+        corpus = speech_corpus(recipe.data, data_dir, progress=recipe.train.progress)
+        if "synthesized" in corpus.info:
+            done = (f"spoke {counted(corpus.info['synthesized'], 'utterance')} of {len(corpus):,} into "
+                    f"{corpus.info['cache']} (the rest were there)")
+        else:
+            done = f"read {counted(len(corpus), 'utterance')} from {recipe.data.folder}"
+        return [done, *corpus.summary().splitlines()]
 
     @classmethod
     def evaluate(cls, checkpoint: Path, request: EvaluateRequest) -> dict[str, Any]:
