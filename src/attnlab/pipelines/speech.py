@@ -113,6 +113,7 @@ class SpeechPipeline(DecodingPipeline):
         found = self.attention(features, ids)
         score = getattr(self.model.config, "score", None)
         kind = self.model.model_type + (f" ({score} score)" if score else "")
-        title = f"{kind}: {self.tokenizer.decode(list(ids))!r}"
+        text = self.tokenizer.decode(list(ids))
+        title = f"{kind}: {text if len(text) <= 60 else text[:59] + '…'!r}"
         return plot_speech_alignment(features, found.weights, found.characters, path,
                                      reduction=self.model.reduction, title=title)
