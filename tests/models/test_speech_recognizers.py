@@ -120,3 +120,11 @@ def test_a_recognizer_has_one_vocabulary():
         ListenAttendSpellConfig(V, V + 1)
     with pytest.raises(ValueError, match="one vocabulary"):
         SpeechTransformerConfig(V, V, share_embeddings=False)
+
+
+@pytest.mark.parametrize("kind", ["additive", "transformer"])
+def test_a_recognizer_is_not_exported_as_a_translator(kind, tmp_path):
+    from attnlab.interop.export import save_hf
+
+    with pytest.raises(ValueError, match="has no Hugging Face class"):
+        save_hf(tiny(kind), tmp_path / "hf")
