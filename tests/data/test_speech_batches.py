@@ -82,3 +82,9 @@ def test_a_shuffled_epoch_holds_every_utterance_once_in_a_seeded_order():
     assert sorted(n for b in first for n in b) == sorted(data.frames())
     assert epoch(3) == first
     assert [b.lengths.tolist() for b in data.batches(2)] == [[9, 4], [12, 6], [3]]
+
+
+@pytest.mark.parametrize("features", [[], [torch.zeros(0, 3)], [torch.zeros(3)]])
+def test_padding_refuses_no_utterance_and_empty_ones(features):
+    with pytest.raises(ValueError, match=r"pad_features needs utterances of \(F >= 1, D\) features"):
+        pad_features(features)

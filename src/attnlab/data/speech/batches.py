@@ -51,6 +51,9 @@ def utterance_features(waveform: np.ndarray | Tensor, front_end: LogMel) -> Tens
 
 def pad_features(features: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
     """``(features (B, F, D) zero-padded, lengths (B,))`` of ``B`` utterances ``(F_b, D)``."""
+    if not features or any(f.dim() != 2 or f.shape[0] == 0 for f in features):
+        shapes = [tuple(f.shape) for f in features]
+        raise ValueError(f"pad_features needs utterances of (F >= 1, D) features, got {shapes[:5] or 'none'}")
     lengths = torch.tensor([f.shape[0] for f in features], dtype=torch.long)
     out = features[0].new_zeros(len(features), int(lengths.max()), features[0].shape[1])
     for row, f in enumerate(features):
