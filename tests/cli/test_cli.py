@@ -63,10 +63,10 @@ def test_recipe_without_task_is_rejected(tmp_path, capsys):
 
 def test_unknown_task_is_rejected_by_name(tmp_path, capsys):
     recipe = tmp_path / "r.toml"
-    recipe.write_text('task = "speech"\n')
+    recipe.write_text('task = "telepathy"\n')
     assert main(["train", "--config", str(recipe)]) == 2
     err = capsys.readouterr().err
-    assert "'speech'" in err and "translation" in err
+    assert "'telepathy'" in err and "translation" in err
 
 
 # ---------------------------------------------------------------- range checks and one-line errors

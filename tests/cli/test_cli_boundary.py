@@ -118,7 +118,7 @@ def test_evaluate_refuses_beam_settings_for_checkpoints_that_do_not_decode(tmp_p
     for option, value in (("--beam", "4"), ("--length-penalty", "1.0")):
         assert main(["evaluate", str(tmp_path), option, value]) == 2
         err = capsys.readouterr().err.strip()
-        assert err == (f"attnlab evaluate: error: --beam and --length-penalty set how captioning and "
+        assert err == (f"attnlab evaluate: error: --beam and --length-penalty set how captioning, speech and "
                        f"translation checkpoints decode; {task} checkpoint is scored without decoding")
     assert main(["evaluate", str(tmp_path), "--split", "test_2016_flickr"]) == 2
     split = "test" if model_type == "ntm" else "val"

@@ -16,6 +16,7 @@ reader that stops reading (``attnlab generate ... | head -2``) ends the command 
     attnlab plot RUN_DIR [--out DIR]
     attnlab plot-alignment CHECKPOINT --src "Ein Hund läuft." [--out alignment.png]
     attnlab caption CHECKPOINT image.png [--attention out.png]
+    attnlab transcribe CHECKPOINT a.wav [b.wav ...] [--attention out.png]
     attnlab finetune --checkpoint CKPT --config configs/shakespeare_vs_kjv.toml
     attnlab lab [NAME | all] [--out DIR] [--quick]
     attnlab serve [--translator CKPT] [--gpt MODEL] [--bert DIR] [--host 127.0.0.1 --port 8000]
@@ -26,7 +27,7 @@ The package: :mod:`.arguments` (every subcommand's arguments), :mod:`.options` (
 number types), :mod:`.main` (the parser, and running a subcommand: threads, signals, broken
 pipes, one-line errors) and the subcommands, each reading its Namespace and calling typed
 functions of the tasks, pipelines, labs and explorer: :mod:`.commands` (train, evaluate,
-translate, generate, plot, plot-alignment, caption, finetune), :mod:`.labs` (lab, demo) and
+translate, generate, plot, plot-alignment, caption, transcribe, finetune), :mod:`.labs` (lab, demo) and
 :mod:`.explorer` (serve, export-html). Those are imported only when their subcommand runs, so
 ``attnlab --help`` imports neither torch nor any model. ``python -m attnlab.cli`` is the
 command too.

@@ -98,12 +98,14 @@ def translate_args(p: argparse.ArgumentParser) -> None:
 
 
 def evaluate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("checkpoint", help="checkpoint directory of any task (translator, LM, NTM, captioner)")
+    p.add_argument("checkpoint", help="checkpoint directory of any task (translator, LM, NTM, captioner, "
+                                      "recognizer)")
     p.add_argument("--split", default=None,
                    help="split to score, of the corpus the checkpoint was trained on: a translator's test "
                         "(default: its recipe's test pairs), val, train, or (Multi30k) test_2016_flickr; a "
-                        "language model's val; a classifier's test or val; an NTM's or captioner's test")
-    _decoding_args(p)  # translators and captioners; refused for the checkpoints that do not decode
+                        "language model's val; a classifier's test or val; an NTM's or captioner's test; a "
+                        "recognizer's test or valid")
+    _decoding_args(p)  # translators, captioners, recognizers; refused for the checkpoints that do not decode
     _data_dir_arg(p)
     _device_arg(p)
 
@@ -166,6 +168,16 @@ def caption_args(p: argparse.ArgumentParser) -> None:
                         "(a .pdf, .svg, ... suffix picks that format)")
     p.add_argument("--beam", type=COUNT, default=None,
                    help="beam size; 1 = greedy (default: the checkpoint recipe's [eval])")
+    _device_arg(p)
+
+
+def transcribe_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="checkpoint directory of a speech recognizer")
+    p.add_argument("wavs", nargs="+", help="16-bit PCM mono WAV files (another sample rate is resampled)")
+    p.add_argument("--attention", default=None, metavar="PNG",
+                   help="draw the first file's alignment over its spectrogram into PNG "
+                        "(a .pdf, .svg, ... suffix picks that format)")
+    _decoding_args(p)
     _device_arg(p)
 
 

@@ -3,7 +3,7 @@ functions of :mod:`attnlab.tasks` and :mod:`attnlab.pipelines`.
 
 ``train`` dispatches on the recipe's ``task``; ``evaluate`` on the checkpoint's ``model_type``
 (the task its model registered with); ``translate``, ``plot-alignment``, ``generate``
-and ``caption`` go through one pipeline each, which refuses the other checkpoints in one line
+``caption`` and ``transcribe`` go through one pipeline each, which refuses the other checkpoints in one line
 naming the command. ``translate`` reads stdin chunk by chunk (:func:`read_chunks`), so output
 follows input.
 """
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from attnlab.checkpoint import resolve_resume, run_dir_of
+from attnlab.checkpoint import RECIPE_FILE, resolve_resume, run_dir_of
 from attnlab.config import apply_overrides
 from attnlab.pipelines import CaptioningPipeline, LanguageModelPipeline, TranslationPipeline
 from attnlab.tasks import EvaluateRequest, load_recipe, task_class, task_for_checkpoint
@@ -190,6 +190,32 @@ def caption(args: argparse.Namespace) -> int:
         titles = [f"{Path(path).name}: {text}" for path, text in zip(args.images, texts, strict=True)]
         picture = captioner.plot_attention(images, ids, args.attention, titles)
         print(f"attention picture: {picture}", flush=True)
+    return 0
+
+
+def transcribe(args: argparse.Namespace) -> int:
+    """``attnlab transcribe CKPT A.wav ... [--attention PNG] [--beam N]``: each WAV file's
+    transcript, one line a file (``PATH<TAB>TEXT``), decoded with the checkpoint recipe's beam
+    settings; ``--attention PNG`` draws the first file's alignment over its spectrogram
+    (Chorowski et al. 2015, Figure 1)."""
+    from attnlab.pipelines import SpeechPipeline
+    from attnlab.tasks.speech.recipe import SpeechRecipe
+    from attnlab.visualize.figure import picture_format
+
+    if args.attention:
+        picture_format(args.attention)  # a picture it could not save is refused before any work
+    SpeechPipeline.check_checkpoint(args.checkpoint, "transcribe")
+    if (Path(args.checkpoint) / RECIPE_FILE).is_file():  # its decoding settings: refused naming it if bad
+        load_saved_recipe(args.checkpoint, SpeechRecipe)
+    recognizer = SpeechPipeline.from_checkpoint(args.checkpoint, device=args.device)
+    features = recognizer.features(args.wavs)
+    decoding = recognizer.settings(beam_size=args.beam, length_penalty=args.length_penalty)
+    ids = recognizer.transcribe_ids(features, decoding)
+    for path, transcript in zip(args.wavs, ids, strict=True):
+        print(f"{path}\t{recognizer.tokenizer.decode(transcript)}", flush=True)
+    if args.attention:
+        picture = recognizer.plot_attention(features[0], ids[0], args.attention)
+        print(f"alignment picture: {picture}", flush=True)
     return 0
 
 

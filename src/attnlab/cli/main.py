@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
                 "attnlab.cli.commands:prepare", a.prepare_args),
     "translate": ("translate stdin to stdout with a checkpoint", "attnlab.cli.commands:translate",
                   a.translate_args),
-    "evaluate": ("score a checkpoint: BLEU/chrF, perplexity, bit errors or caption accuracy",
+    "evaluate": ("score a checkpoint: BLEU/chrF, perplexity, bit errors, caption accuracy or CER/WER",
                  "attnlab.cli.commands:evaluate", a.evaluate_args),
     "generate": ("sample text from a GPT checkpoint", "attnlab.cli.commands:generate", a.generate_args),
     "export": ("write a GPT, translator or encoder checkpoint as a Hugging Face folder (GPT-2, Llama, "
@@ -36,6 +36,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], None]
                        "attnlab.cli.commands:plot_alignment", a.plot_alignment_args),
     "caption": ("caption images with a captioning checkpoint (and draw its attention)",
                 "attnlab.cli.commands:caption", a.caption_args),
+    "transcribe": ("transcribe WAV files with a speech checkpoint (and draw an alignment)",
+                   "attnlab.cli.commands:transcribe", a.transcribe_args),
     "lab": ("list the lecture labs, or run one (or all) into PNGs and a Markdown report",
             "attnlab.cli.labs:lab", a.lab_args),
     "serve": ("the attention explorer: a web page and JSON API over a translator, a GPT and MiniLM",

@@ -155,7 +155,7 @@ class _Search:
 
 def beam_search(
     model: nn.Module,
-    src: Tensor | None = None,
+    src: Tensor | tuple[Tensor, ...] | None = None,
     *,
     prompt: Tensor | Sequence[int] | None = None,
     beam_size: int = 5,

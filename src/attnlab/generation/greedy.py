@@ -89,7 +89,7 @@ def masked_argmax(logits: Tensor, blocked: Sequence[int] | Tensor) -> Tensor:
 
 def greedy_search(
     model: nn.Module,
-    src: Tensor | None = None,
+    src: Tensor | tuple[Tensor, ...] | None = None,
     *,
     prompt: Tensor | Sequence[int] | None = None,
     max_new_tokens: int,

@@ -251,7 +251,7 @@ class EncoderDecoderState(DecodingRows):
 
 def make_state(
     model: nn.Module,
-    src: Tensor | None,
+    src: Tensor | tuple[Tensor, ...] | None,
     prompt: Tensor | Sequence[int] | None,
     *,
     bos_id: int | None,
@@ -266,8 +266,10 @@ def make_state(
     step; returns ``(state, batch size B)``.
 
     ``src`` is whatever ``model.encode`` reads, batch first — token ids ``(B, S)`` for the
-    translators, images ``(B, C, H, W)`` for :class:`~attnlab.models.ShowAttendTell` — and
-    ``encode`` checks its layout; only the memory ``(B, S, d)`` it returns is decoded here."""
+    translators, images ``(B, C, H, W)`` for :class:`~attnlab.models.ShowAttendTell`, or a tuple
+    of tensors passed as ``encode``'s arguments: padded features ``(B, F, D)`` and their lengths
+    ``(B,)`` for the recognizers — and ``encode`` checks its layout; only the memory ``(B, S, d)``
+    it returns is decoded here."""
     if (src is None) == (prompt is None):
         raise ValueError(
             "pass exactly one of src (encoder-decoder models) or prompt (decoder-only)"
@@ -293,13 +295,15 @@ def make_state(
             "encoder-decoder decoding needs bos_id and eos_id, "
             f"got bos_id={bos_id}, eos_id={eos_id}"
         )
-    check_tensor("src", src)  # its layout is the model's: encode checks it
-    if src.dim() == 0 or src.numel() == 0:
+    inputs = src if isinstance(src, tuple) else (src,)  # (features, lengths): encode's arguments
+    for x in inputs:
+        check_tensor("src", x)  # its layout is the model's: encode checks it
+    if inputs[0].dim() == 0 or inputs[0].numel() == 0:
         raise ValueError(
             "src must hold at least one input (a row of token ids, an image) and no empty "
-            f"dimension, got shape {shape_str(src.shape)}"
+            f"dimension, got shape {shape_str(inputs[0].shape)}"
         )
-    memory, src_mask = model.encode(src.to(device))  # (B, S, d), (B, S)
+    memory, src_mask = model.encode(*(x.to(device) for x in inputs))  # (B, S, d), (B, S)
     if src_mask is not None and bool(src_mask.all()):
         src_mask = None  # no padding: nothing to mask, and no per-step look at the mask
     memory = memory.repeat_interleave(repeat, dim=0)  # (B·repeat, S, d)
@@ -309,4 +313,4 @@ def make_state(
         model, memory, src_mask, bos_id=bos_id, eos_id=eos_id, use_cache=use_cache,
         before_step=before_step,
     )
-    return state, src.shape[0]
+    return state, inputs[0].shape[0]

@@ -30,7 +30,7 @@ def save_hf(model: nn.Module, directory: str | Path, *, tokenizer_json: str | No
     """Write ``model`` as the Hugging Face folder of its class; ``(folder, class name)``.
     ``tokenizer_json``: the tokenizer ``AutoTokenizer`` loads from the folder; ``tokenizers``:
     the translator's further ones (:func:`~attnlab.interop.marian.save_marian`)."""
-    if isinstance(model, Transformer):
+    if type(model) is Transformer:  # not a subclass: the speech Transformer's front end has no Marian twin
         name = marian.CLASSES[marian.check_translator(model.config)]
         return marian.save_marian(model, directory, tokenizer_json=tokenizer_json, **tokenizers), name
     if isinstance(model, Encoder):

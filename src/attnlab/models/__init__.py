@@ -15,6 +15,9 @@ registered by the ``model_type`` its checkpoints carry.
   with a classification head (GPT-1-style transfer)
 * :class:`ShowAttendTell`, :class:`ShowAttendTellConfig` — Xu et al. 2015's image captioner:
   a conv-net grid of annotation vectors and an LSTM decoder with soft attention over it
+* :class:`ListenAttendSpell`, :class:`SpeechTransformer` (and configs) — recognizers over
+  log-mel features: Chan et al. 2016's pyramidal BiLSTM under the RNN translators' attention
+  decoder, and the Transformer after a convolutional front end (Zeyer et al. 2019's comparison)
 
 :func:`load_pretrained` opens any checkpoint directory by the ``model_type`` in its
 ``config.json`` (:data:`MODEL_TYPES`); :func:`task_models` lists the models a task trains
@@ -38,11 +41,13 @@ from attnlab.models.base import (
 from attnlab.models.classifier import GPTClassifierConfig, GPTForSequenceClassification
 from attnlab.models.encoder import Encoder, EncoderConfig
 from attnlab.models.gpt import GPT, GPTConfig
+from attnlab.models.listen_attend_spell import ListenAttendSpell, ListenAttendSpellConfig
 from attnlab.models.lstmn import LSTMLM, LSTMN, LSTMConfig, LSTMNConfig
 from attnlab.models.ntm import NTM, NTMConfig
 from attnlab.models.rnn import RNNSeq2Seq, RNNSeq2SeqConfig
 from attnlab.models.sequence_lstm import SequenceLSTM, SequenceLSTMConfig
 from attnlab.models.show_attend_tell import ShowAttendTell, ShowAttendTellConfig
+from attnlab.models.speech_transformer import SpeechTransformer, SpeechTransformerConfig
 from attnlab.models.transformer import Transformer, TransformerConfig
 
 __all__ = [
@@ -57,6 +62,8 @@ __all__ = [
     "GPTConfig",
     "GPTForSequenceClassification",
     "LSTMConfig",
+    "ListenAttendSpell",
+    "ListenAttendSpellConfig",
     "LSTMLM",
     "LSTMN",
     "LSTMNConfig",
@@ -70,6 +77,8 @@ __all__ = [
     "SequenceLSTMConfig",
     "ShowAttendTell",
     "ShowAttendTellConfig",
+    "SpeechTransformer",
+    "SpeechTransformerConfig",
     "StateCache",
     "Transformer",
     "TransformerConfig",

@@ -102,11 +102,14 @@ class AttentionSeq2Seq(RNNTranslator):
     model_type = "attention_seq2seq"
     config_class = AttentionSeq2SeqConfig
 
-    def __init__(self, config: AttentionSeq2SeqConfig) -> None:
+    def __init__(self, config: AttentionSeq2SeqConfig, encoder: nn.Module | None = None) -> None:
+        """``encoder``: what reads the source into the ``2e``-wide memory, by default the bi-GRU
+        over the source embeddings (a recognizer passes its listener: the decoder is the same)."""
         memory_dim = 2 * config.encoder_dim
         super().__init__(config, context_dim=memory_dim)
         c = config
-        self.encoder = nn.GRU(c.embed_dim, c.encoder_dim, batch_first=True, bidirectional=True)
+        self.encoder = encoder if encoder is not None else nn.GRU(
+            c.embed_dim, c.encoder_dim, batch_first=True, bidirectional=True)
         self.bridge = nn.Linear(c.encoder_dim, c.hidden_dim)  # s_0 = tanh(W_s h←_1)
         self.alignment = Alignment(
             c.score, c.hidden_dim, memory_dim, c.attention_dim,

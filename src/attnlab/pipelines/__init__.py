@@ -9,6 +9,8 @@ and written back with ``save`` (:mod:`~attnlab.pipelines.base`):
   with each token's attention when asked), ``attention``, ``plot_attention``
 * :class:`CaptioningPipeline` — Show, Attend and Tell: ``caption``, ``attention`` (a map a word),
   ``plot_attention``
+* :class:`SpeechPipeline` — the recognizers (listen-attend-spell, speech Transformer):
+  ``transcribe`` (WAV files or waveforms), ``attention`` (the alignment), ``plot_attention``
 * :class:`EncoderPipeline` — the BERT-style encoder, from attnlab checkpoints or Hugging Face
   BERT directories (all-MiniLM-L6-v2): ``tokenize``, ``embed``, ``attention`` (every layer)
 
@@ -21,6 +23,7 @@ from attnlab.pipelines.captioning import CaptioningPipeline, CaptionMaps
 from attnlab.pipelines.decoding import DecodeConfig, saved_decoding, with_overrides
 from attnlab.pipelines.encoder import EncodedSentence, EncoderPipeline, find_token
 from attnlab.pipelines.language_model import LanguageModelPipeline, TokenAttention
+from attnlab.pipelines.speech import SpeechAlignment, SpeechPipeline
 from attnlab.pipelines.translation import Alignment, TranslationPipeline
 
 __all__ = [
@@ -33,6 +36,8 @@ __all__ = [
     "EncoderPipeline",
     "LanguageModelPipeline",
     "Pipeline",
+    "SpeechAlignment",
+    "SpeechPipeline",
     "TokenAttention",
     "TranslationPipeline",
     "find_token",

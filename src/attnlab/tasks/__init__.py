@@ -19,6 +19,8 @@ and one package a task, each its ``task.py`` and ``recipe.py``:
 * :mod:`~attnlab.tasks.classification` — a GPT classifier, Shakespeare against King James
   (:class:`ClassificationTask`), fine-tuned from a pretrained GPT (``[model] init_from``) or
   from scratch, with ``transfer.py`` (both, compared: ``attnlab finetune``)
+* :mod:`~attnlab.tasks.speech` — an attention-based recognizer (listen-attend-spell or the
+  speech Transformer) on the synthetic speech corpus or your WAV files (:class:`SpeechTask`)
 
 The command line that drives them is :mod:`attnlab.cli`.
 """
@@ -43,6 +45,7 @@ from attnlab.tasks.captioning import CaptioningTask, CaptionRecipe
 from attnlab.tasks.classification import ClassificationRecipe, ClassificationTask, compare_transfer
 from attnlab.tasks.language_model import LanguageModelTask, LMRecipe
 from attnlab.tasks.recipe import ModelTable, Recipe, fit_warmup
+from attnlab.tasks.speech import SpeechRecipe, SpeechTask
 from attnlab.tasks.translation import TranslationRecipe, TranslationTask
 
 __all__ = [
@@ -58,6 +61,8 @@ __all__ = [
     "LanguageModelTask",
     "ModelTable",
     "Recipe",
+    "SpeechRecipe",
+    "SpeechTask",
     "Task",
     "TranslationRecipe",
     "TranslationTask",

@@ -159,7 +159,8 @@ class Task(ABC):
         settings for a task that scores without decoding (they would be ignored)."""
         task = cls.recipe_class.task_name
         if not cls.decodes and (request.beam_size is not None or request.length_penalty is not None):
-            decoding = " and ".join(sorted(name for name, c in TASKS.items() if c.decodes))
+            *others, last = sorted(name for name, c in TASKS.items() if c.decodes)
+            decoding = f"{', '.join(others)} and {last}" if others else last
             raise ValueError(
                 f"--beam and --length-penalty set how {decoding} checkpoints decode; "
                 f"{indefinite(task)} checkpoint is scored without decoding"

@@ -8,15 +8,19 @@ Models for Speech Recognition" (Hasegawa-Johnson, ECE 417 Lecture 21): a corpus 
 * :mod:`~attnlab.data.speech.folder` — your own WAV files and transcripts, read the same way
 * :mod:`~attnlab.data.speech.features` — log-mel spectrograms with ``torch.stft``, the mel filterbank
 * :mod:`~attnlab.data.speech.normalize` — mean and variance normalisation, per utterance or global
+* :mod:`~attnlab.data.speech.specaugment` — SpecAugment's seeded time and frequency masks
+* :mod:`~attnlab.data.speech.batches` — padded features, lengths and character ids for a recognizer
 
 Word and character error rates are :func:`attnlab.evaluation.wer` and :func:`attnlab.evaluation.cer`.
 """
 
+from attnlab.data.speech.batches import SpeechBatch, SpeechSet, pad_features, utterance_features
 from attnlab.data.speech.corpus import SAMPLE_RATE, SPLITS, SpeechCorpus, Utterance, normalize_transcript
 from attnlab.data.speech.espeak import ACCENTS, INSTALL_COMMAND, VARIANTS
 from attnlab.data.speech.features import LogMel, hz_to_mel, mel_filterbank, mel_to_hz
 from attnlab.data.speech.folder import TRANSCRIPTS, read_speech_split, speech_folder
 from attnlab.data.speech.normalize import FeatureStats, utterance_normalize
+from attnlab.data.speech.specaugment import SpecAugment
 from attnlab.data.speech.synthetic import SyntheticSpeechConfig, plan_corpus, synthetic_speech
 from attnlab.data.speech.wav import read_wav, resample, write_wav
 
@@ -27,7 +31,10 @@ __all__ = [
     "LogMel",
     "SAMPLE_RATE",
     "SPLITS",
+    "SpecAugment",
+    "SpeechBatch",
     "SpeechCorpus",
+    "SpeechSet",
     "SyntheticSpeechConfig",
     "TRANSCRIPTS",
     "Utterance",
@@ -36,12 +43,14 @@ __all__ = [
     "mel_filterbank",
     "mel_to_hz",
     "normalize_transcript",
+    "pad_features",
     "plan_corpus",
     "read_speech_split",
     "read_wav",
     "resample",
     "speech_folder",
     "synthetic_speech",
+    "utterance_features",
     "utterance_normalize",
     "write_wav",
 ]

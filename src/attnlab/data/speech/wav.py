@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.atomic import atomic_file
+from attnlab.validation import counted
 
 PCM_SCALE = 32768.0
 READS = "attnlab reads 16-bit PCM mono WAV (convert with e.g. sox in.wav -b 16 -c 1 out.wav)"
@@ -32,7 +33,7 @@ def _open(source: str | Path | io.BytesIO, name: str, *, frames: bool) -> tuple[
     except (wave.Error, EOFError) as err:
         raise ValueError(f"{name} is not a PCM WAV file ({err}); {READS}") from None
     if width != 2 or channels != 1:
-        raise ValueError(f"{name} is {8 * width}-bit with {channels} channel(s); {READS}")
+        raise ValueError(f"{name} is {8 * width}-bit with {counted(channels, 'channel')}; {READS}")
     return data, rate
 
 
