@@ -1,0 +1,81 @@
+"""How a Neural Turing Machine sorts: Graves, Wayne & Danihelka (2014), "Neural Turing
+Machines", §4.5 and Figure 17 (Ba (CSC413 Lecture 8), "Neural Turing Machines").
+
+The paper's reading of its priority-sort machine: each vector is *written at a location set by
+its priority*, and the reads then *walk the memory in order*. Both are measured on a trace
+(:class:`attnlab.models.ntm.NTMTrace`) of sequences in the layout of
+:func:`attnlab.data.algorithmic.priority_sort` (``length`` inputs, a delimiter, ``keep``
+answers; the priority in channel ``bits``):
+
+* the **write location** of input ``i`` is the location of largest weight in the sum of the
+  write heads' weightings at step ``i`` ``(B, length)``; its Spearman rank correlation with the
+  priorities, per sequence, averaged, is ``write_rank_correlation`` (±1: the location is a
+  monotone function of the priority);
+* the **read location** of answer step ``k`` likewise from the read heads; ``reads_find_writes``
+  is the share of answer steps whose read location is the write location of the vector that
+  answer must return (the k-th highest priority), and ``read_rank_correlation`` the Spearman
+  correlation of the read locations with the answer steps (±1: the reads walk the memory in
+  one direction).
+
+:func:`sort_mechanism` returns the numbers and the arrays the picture
+(:func:`attnlab.visualize.plot_sort_mechanism`) draws.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+__all__ = ["SortMechanism", "ranks", "sort_mechanism", "spearman"]
+
+
+def ranks(values: Tensor) -> Tensor:
+    """Ranks ``1 … n`` along the last dimension, ties given their average rank (float64)."""
+    values = values.double()
+    below = (values.unsqueeze(-1) > values.unsqueeze(-2)).sum(-1).double()  # how many are smaller
+    equal = (values.unsqueeze(-1) == values.unsqueeze(-2)).sum(-1).double()
+    return below + (equal + 1) / 2
+
+
+def spearman(a: Tensor, b: Tensor) -> Tensor:
+    """Spearman's rank correlation of ``a`` and ``b`` along the last dimension (the Pearson
+    correlation of their ranks); 0 where either is constant."""
+    ra, rb = ranks(a), ranks(b)
+    ra, rb = ra - ra.mean(-1, keepdim=True), rb - rb.mean(-1, keepdim=True)
+    norm = (ra.square().sum(-1) * rb.square().sum(-1)).sqrt()
+    return torch.where(norm > 0, (ra * rb).sum(-1) / norm.clamp_min(1e-300), torch.zeros_like(norm))
+
+
+class SortMechanism(NamedTuple):
+    """``priority``, ``write_location (B, length)``; ``read_location``, ``wanted_location
+    (B, keep)`` (where the answer's vector was written); the three averages of the module
+    docstring."""
+
+    priority: Tensor
+    write_location: Tensor
+    read_location: Tensor
+    wanted_location: Tensor
+    write_rank_correlation: float
+    reads_find_writes: float
+    read_rank_correlation: float
+
+
+def sort_mechanism(inputs: Tensor, write_weights: Tensor, read_weights: Tensor, bits: int) -> SortMechanism:
+    """Measure the paper's two claims on ``inputs (B, T, bits + 2)`` of one length and the
+    trace's ``write_weights (B, T, W, N)``, ``read_weights (B, T, R, N)``."""
+    length = int(torch.nonzero(inputs[0, :, bits + 1] == 1)[0])
+    keep = inputs.shape[1] - length - 1
+    priority = inputs[:, :length, bits]
+    write_location = write_weights[:, :length].sum(2).argmax(-1)  # (B, length)
+    read_location = read_weights[:, length + 1:].sum(2).argmax(-1)  # (B, keep)
+    order = priority.argsort(dim=1, descending=True)[:, :keep]
+    wanted = write_location.gather(1, order)
+    steps = torch.arange(keep).expand_as(read_location)
+    return SortMechanism(
+        priority, write_location, read_location, wanted,
+        write_rank_correlation=float(spearman(priority, write_location).mean()),
+        reads_find_writes=float((read_location == wanted).double().mean()),
+        read_rank_correlation=float(spearman(steps, read_location).mean()),
+    )

@@ -1,0 +1,82 @@
+"""How an NTM sorts (Graves et al. 2014, Figure 17): the rank correlation against SciPy, the
+mechanism's numbers on hand-made traces whose answer is known, and the report's picture."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.data.algorithmic import priority_sort
+from attnlab.models.ntm import NTM, NTMConfig
+from attnlab.tasks.algorithmic.recipe import AlgorithmicRecipe
+from attnlab.tasks.algorithmic.sorting import ranks, sort_mechanism, spearman
+from attnlab.tasks.algorithmic.task import SORT_SEQUENCES, measure_sorting
+
+LENGTH, KEEP, N = 6, 4, 16
+
+
+def test_spearman_matches_scipy_with_ties():
+    stats = pytest.importorskip("scipy.stats")
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(0, 4, (5, 9), generator=g).double()  # many ties
+    b = torch.randn(5, 9, generator=g).double()
+    for row_a, row_b, rho in zip(a, b, spearman(a, b), strict=True):
+        assert float(rho) == pytest.approx(stats.spearmanr(row_a, row_b).statistic, abs=1e-12)
+    assert ranks(torch.tensor([3.0, 1.0, 3.0])).tolist() == [2.5, 1.0, 2.5]
+    assert float(spearman(torch.ones(4), torch.arange(4.0))) == 0  # constant: no correlation
+
+
+def one_hot(locations: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.one_hot(locations, N).double()
+
+
+def traces(inputs: torch.Tensor, write_location: torch.Tensor, read_location: torch.Tensor):
+    """Weightings ``(B, T, 2, N)`` (two heads, each with half the mass) that put the writes of
+    the input steps at ``write_location (B, LENGTH)`` and the answer's reads at
+    ``read_location (B, KEEP)``; the delimiter step reads and writes location 0."""
+    batch, steps = inputs.shape[:2]
+    write, read = torch.zeros(batch, steps, 2, N).double(), torch.zeros(batch, steps, 2, N).double()
+    write[:, :LENGTH] = one_hot(write_location).unsqueeze(2) / 2
+    read[:, LENGTH + 1:] = one_hot(read_location).unsqueeze(2) / 2
+    write[:, LENGTH, :, 0] = read[:, LENGTH, :, 0] = 0.5
+    return write, read
+
+
+def test_a_machine_that_writes_by_priority_and_reads_in_order():
+    ep = priority_sort(8, LENGTH, keep=KEEP, generator=torch.Generator().manual_seed(1))
+    priority = ep.inputs[:, :LENGTH, 8]
+    rank = priority.argsort(1, descending=True).argsort(1)  # 0 = highest priority
+    write_location = 2 + 2 * rank  # a gap between the stored vectors, highest first
+    read_location = 2 + 2 * torch.arange(KEEP).expand(8, -1)
+    found = sort_mechanism(ep.inputs, *traces(ep.inputs, write_location, read_location), bits=8)
+    assert found.write_rank_correlation == pytest.approx(-1.0)
+    assert found.reads_find_writes == 1.0 and found.read_rank_correlation == pytest.approx(1.0)
+    assert torch.equal(found.wanted_location, read_location)
+
+
+def test_a_machine_that_copies_is_not_sorting():
+    ep = priority_sort(8, LENGTH, keep=KEEP, generator=torch.Generator().manual_seed(2))
+    write_location = torch.arange(LENGTH).expand(8, -1)  # the copy's pattern: input order
+    read_location = torch.arange(KEEP).expand(8, -1)
+    found = sort_mechanism(ep.inputs, *traces(ep.inputs, write_location, read_location), bits=8)
+    priority = ep.inputs[:, :LENGTH, 8]
+    assert found.write_rank_correlation == pytest.approx(float(spearman(priority, write_location).mean()))
+    assert abs(found.write_rank_correlation) < 0.5
+    wanted = priority.argsort(1, descending=True)[:, :KEEP]  # the location is the input step here
+    assert found.reads_find_writes == pytest.approx(float((wanted == read_location).double().mean()))
+    assert found.reads_find_writes < 0.5
+
+
+def test_the_report_measures_and_draws_the_sort(tmp_path):
+    torch.manual_seed(0)
+    model = NTM(NTMConfig(input_dim=10, output_dim=8, controller_dim=16, memory_size=N, memory_width=8,
+                          controller="feedforward", learned_memory=True, read_heads=2, write_heads=2))
+    recipe = AlgorithmicRecipe.from_dict({
+        "task": "algorithmic", "train": {"max_steps": 1},
+        "data": {"task": "priority_sort", "min_length": LENGTH, "max_length": LENGTH, "keep": KEEP},
+        "model": {"controller": "feedforward", "memory_size": N}, "eval": {"test_lengths": [LENGTH]},
+    })
+    numbers, picture = measure_sorting(model, recipe, tmp_path / "sort.png")
+    assert set(numbers) == {"write_rank_correlation", "reads_find_writes", "read_rank_correlation"}
+    assert -1 <= numbers["write_rank_correlation"] <= 1 and 0 <= numbers["reads_find_writes"] <= 1
+    assert picture.stat().st_size > 10_000 and SORT_SEQUENCES >= 10
