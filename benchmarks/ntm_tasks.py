@@ -14,7 +14,10 @@ sequence ("converged"), and the final bit errors per sequence at every test leng
 * ``ntm_T_learning.png`` — cost per sequence on the fixed validation sequences (training
   lengths) against sequences seen (Graves et al. 2014, Figures 3, 7, 10, 16);
 * ``ntm_T_memory.png``, ``ntm_T_memory_longest.png`` — the first NTM seed's memory access at
-  the longest training length and at the longest test length.
+  the longest training length and at the longest test length;
+* ``ntm_priority_sort_mechanism.png`` — for priority sort, how the first NTM seed sorts (Graves
+  et al. 2014, Figure 17: write location against priority; the reads), its numbers printed a
+  seed (:mod:`attnlab.tasks.algorithmic.sorting`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from attnlab.visualize import plot_generalisation  # noqa: E402
 
 CONVERGED = 0.1  # bit errors per sequence (Graves et al. 2014; the target here)
 QUIET = ["train.progress=false"]
+SORTING = ("write_rank_correlation", "reads_find_writes", "read_rank_correlation")
 
 
 def run(config: Path, run_dir: Path, seed: int, overrides: list[str]) -> dict:
@@ -56,6 +60,7 @@ def run(config: Path, run_dir: Path, seed: int, overrides: list[str]) -> dict:
         "steps": results["steps"], "minutes": results["wall_time_s"] / 60,
         "converged_after": converged,
         "scores": {k: v for k, v in results.items() if k.startswith("bit_errors")},
+        "sorting": {k: results[k] for k in SORTING if k in results},
         "curve": ([e["step"] * batch for e in evals], [e["val_loss"] for e in evals]),
         "pictures": [str(run_dir / Path(p).name) for p in results["pictures"]],  # the run may have moved
     }
@@ -121,11 +126,18 @@ def main(argv: list[str] | None = None) -> int:
         ylabel="validation cost per sequence (nats)", title=f"{args.task}: learning curves", yscale="log",
     )
     print(f"pictures: {generalisation}, {learning}")
+    for r in rows:
+        if r["sorting"]:
+            print(f"NTM seed {r['seed']}: " + ", ".join(f"{k.replace('_', ' ')} {v:.3f}"
+                                                        for k, v in r["sorting"].items()))
     ntm = next((r for r in rows if r["model"] == "ntm" and r["pictures"]), None)
     if ntm is not None:  # the longest training length, then the longest test length
         for picture, suffix in zip(ntm["pictures"], ("", "_longest"), strict=False):
             memory = shutil.copyfile(picture, args.img_dir / f"ntm_{args.task}_memory{suffix}.png")
             print(f"memory access: {memory}")
+        for picture in ntm["pictures"][2:]:  # the sort's mechanism
+            mechanism = shutil.copyfile(picture, args.img_dir / f"ntm_{args.task}_mechanism.png")
+            print(f"mechanism: {mechanism}")
     (args.out_dir / f"{args.task}.json").write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 

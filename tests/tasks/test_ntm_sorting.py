@@ -46,12 +46,13 @@ def test_a_machine_that_writes_by_priority_and_reads_in_order():
     ep = priority_sort(8, LENGTH, keep=KEEP, generator=torch.Generator().manual_seed(1))
     priority = ep.inputs[:, :LENGTH, 8]
     rank = priority.argsort(1, descending=True).argsort(1)  # 0 = highest priority
-    write_location = 2 + 2 * rank  # a gap between the stored vectors, highest first
-    read_location = 2 + 2 * torch.arange(KEEP).expand(8, -1)
+    write_location = (11 + 2 * rank) % N  # a gap between the stored vectors, across the ring's end
+    read_location = (11 + 2 * torch.arange(KEEP).expand(8, -1)) % N
     found = sort_mechanism(ep.inputs, *traces(ep.inputs, write_location, read_location), bits=8)
     assert found.write_rank_correlation == pytest.approx(-1.0)
     assert found.reads_find_writes == 1.0 and found.read_rank_correlation == pytest.approx(1.0)
-    assert torch.equal(found.wanted_location, read_location)
+    assert torch.equal(found.wanted_location, (read_location - found.cut) % N)
+    assert 1 <= found.cut <= 11  # counted from a cut outside the used span 11 … 15, 0 … 5
 
 
 def test_a_machine_that_copies_is_not_sorting():
@@ -60,7 +61,8 @@ def test_a_machine_that_copies_is_not_sorting():
     read_location = torch.arange(KEEP).expand(8, -1)
     found = sort_mechanism(ep.inputs, *traces(ep.inputs, write_location, read_location), bits=8)
     priority = ep.inputs[:, :LENGTH, 8]
-    assert found.write_rank_correlation == pytest.approx(float(spearman(priority, write_location).mean()))
+    counted = (write_location - found.cut) % N
+    assert found.write_rank_correlation == pytest.approx(float(spearman(priority, counted).mean()))
     assert abs(found.write_rank_correlation) < 0.5
     wanted = priority.argsort(1, descending=True)[:, :KEEP]  # the location is the input step here
     assert found.reads_find_writes == pytest.approx(float((wanted == read_location).double().mean()))

@@ -120,12 +120,12 @@ def plot_sort_mechanism(
         for x in (priority, write_location, write_weights, read_weights, wanted_location)
     )
     span = _used_locations(write, read)
-    fig = Figure(figsize=(12.0, 4.0), layout="constrained")
+    fig = Figure(figsize=(13.0, 4.2), layout="constrained")
     scatter, writes, reads = fig.subplots(1, 3, width_ratios=(1.2, 1, 1))
     scatter.scatter(priority.ravel(), location.ravel(), s=6, alpha=0.4)
     scatter.set(xlabel="priority", ylabel="write location",
                 title=f"write location against priority: Spearman ρ = {correlation:.2f}")
-    answers = f"read weightings (answer steps); red: where the answer was written ({found:.0%} read there)"
+    answers = f"read weightings (answer steps); red: the answer's write location ({found:.0%} hit)"
     for ax, image, name in ((writes, write, "write weightings (input steps)"), (reads, read, answers)):
         steps = image.shape[0]
         ax.imshow(image[:, span].T, aspect="auto", cmap="gray_r", interpolation="nearest",

@@ -10,7 +10,10 @@ answers; the priority in channel ``bits``):
 * the **write location** of input ``i`` is the location of largest weight in the sum of the
   write heads' weightings at step ``i`` ``(B, length)``; its Spearman rank correlation with the
   priorities, per sequence, averaged, is ``write_rank_correlation`` (±1: the location is a
-  monotone function of the priority);
+  monotone function of the priority). The memory is a ring (the shifts of eq. 8 wrap around),
+  so locations are counted from ``cut``: the location, one for all sequences, at which
+  cutting the ring gives the largest mean ``|ρ|`` (location ``N − 1`` next to 0 is one step,
+  not ``N − 1``);
 * the **read location** of answer step ``k`` likewise from the read heads; ``reads_find_writes``
   is the share of answer steps whose read location is the write location of the vector that
   answer must return (the k-th highest priority), and ``read_rank_correlation`` the Spearman
@@ -50,9 +53,10 @@ def spearman(a: Tensor, b: Tensor) -> Tensor:
 
 class SortMechanism(NamedTuple):
     """``priority``, ``write_location (B, length)``; ``read_location``, ``wanted_location
-    (B, keep)`` (where the answer's vector was written); the three averages of the module
-    docstring."""
+    (B, keep)`` (where the answer's vector was written), all counted from ``cut``; the three
+    averages of the module docstring."""
 
+    cut: int
     priority: Tensor
     write_location: Tensor
     read_location: Tensor
@@ -68,13 +72,16 @@ def sort_mechanism(inputs: Tensor, write_weights: Tensor, read_weights: Tensor, 
     length = int(torch.nonzero(inputs[0, :, bits + 1] == 1)[0])
     keep = inputs.shape[1] - length - 1
     priority = inputs[:, :length, bits]
-    write_location = write_weights[:, :length].sum(2).argmax(-1)  # (B, length)
-    read_location = read_weights[:, length + 1:].sum(2).argmax(-1)  # (B, keep)
+    size = write_weights.shape[-1]
+    written = write_weights[:, :length].sum(2).argmax(-1)  # (B, length)
+    cut = max(range(size), key=lambda c: float(spearman(priority, (written - c) % size).abs().mean()))
+    write_location = (written - cut) % size
+    read_location = (read_weights[:, length + 1:].sum(2).argmax(-1) - cut) % size  # (B, keep)
     order = priority.argsort(dim=1, descending=True)[:, :keep]
     wanted = write_location.gather(1, order)
     steps = torch.arange(keep).expand_as(read_location)
     return SortMechanism(
-        priority, write_location, read_location, wanted,
+        cut, priority, write_location, read_location, wanted,
         write_rank_correlation=float(spearman(priority, write_location).mean()),
         reads_find_writes=float((read_location == wanted).double().mean()),
         read_rank_correlation=float(spearman(steps, read_location).mean()),

@@ -277,10 +277,12 @@ def measure_sorting(model: nn.Module, recipe: AlgorithmicRecipe, path: Path) -> 
     length = found.priority.shape[1]
     numbers = {name: getattr(found, name)
                for name in ("write_rank_correlation", "reads_find_writes", "read_rank_correlation")}
+    write, read = (weights[0].sum(1).roll(-found.cut, dims=-1).cpu()  # locations counted from the cut
+                   for weights in (trace.write_weights[:, :length], trace.read_weights[:, length + 1:]))
     picture = plot_sort_mechanism(
-        found.priority, found.write_location, trace.write_weights[0, :length].sum(1),
-        trace.read_weights[0, length + 1:].sum(1), found.wanted_location[0], path,
+        found.priority, found.write_location, write, read, found.wanted_location[0], path,
         correlation=found.write_rank_correlation, found=found.reads_find_writes,
-        title=f"{data.task}, length {length}: where the machine writes and reads",
+        title=f"{data.task}, length {length}: where the machine writes and reads "
+              f"(locations counted from {found.cut})",
     )
     return numbers, picture
