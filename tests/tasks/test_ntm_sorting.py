@@ -31,12 +31,14 @@ def one_hot(locations: torch.Tensor) -> torch.Tensor:
 
 
 def traces(inputs: torch.Tensor, write_location: torch.Tensor, read_location: torch.Tensor):
-    """Weightings ``(B, T, 2, N)`` (two heads, each with half the mass) that put the writes of
-    the input steps at ``write_location (B, LENGTH)`` and the answer's reads at
-    ``read_location (B, KEEP)``; the delimiter step reads and writes location 0."""
+    """Weightings ``(B, T, 2, N)`` of two heads: write head 0 on the input steps in input order
+    (a copy's pattern, with more weight), write head 1 at ``write_location (B, LENGTH)``; both
+    read heads at ``read_location (B, KEEP)`` on the answer steps; the delimiter step reads and
+    writes location 0."""
     batch, steps = inputs.shape[:2]
     write, read = torch.zeros(batch, steps, 2, N).double(), torch.zeros(batch, steps, 2, N).double()
-    write[:, :LENGTH] = one_hot(write_location).unsqueeze(2) / 2
+    write[:, :LENGTH, 0] = one_hot(torch.arange(LENGTH).expand(batch, -1)) * 0.9
+    write[:, :LENGTH, 1] = one_hot(write_location) * 0.6
     read[:, LENGTH + 1:] = one_hot(read_location).unsqueeze(2) / 2
     write[:, LENGTH, :, 0] = read[:, LENGTH, :, 0] = 0.5
     return write, read
@@ -53,18 +55,20 @@ def test_a_machine_that_writes_by_priority_and_reads_in_order():
     assert found.reads_find_writes == 1.0 and found.read_rank_correlation == pytest.approx(1.0)
     assert torch.equal(found.wanted_location, (read_location - found.cut) % N)
     assert 1 <= found.cut <= 11  # counted from a cut outside the used span 11 … 15, 0 … 5
+    assert found.head == 1  # the head that sorts, not the heavier one that copies
 
 
 def test_a_machine_that_copies_is_not_sorting():
     ep = priority_sort(8, LENGTH, keep=KEEP, generator=torch.Generator().manual_seed(2))
-    write_location = torch.arange(LENGTH).expand(8, -1)  # the copy's pattern: input order
+    write_location = (torch.arange(LENGTH) + 7).expand(8, -1)  # both heads copy: input order
     read_location = torch.arange(KEEP).expand(8, -1)
     found = sort_mechanism(ep.inputs, *traces(ep.inputs, write_location, read_location), bits=8)
     priority = ep.inputs[:, :LENGTH, 8]
-    counted = (write_location - found.cut) % N
+    chosen = torch.arange(LENGTH).expand(8, -1) if found.head == 0 else write_location
+    counted = (chosen - found.cut) % N
     assert found.write_rank_correlation == pytest.approx(float(spearman(priority, counted).mean()))
     assert abs(found.write_rank_correlation) < 0.5
-    wanted = priority.argsort(1, descending=True)[:, :KEEP]  # the location is the input step here
+    wanted = chosen.gather(1, priority.argsort(1, descending=True)[:, :KEEP])
     assert found.reads_find_writes == pytest.approx(float((wanted == read_location).double().mean()))
     assert found.reads_find_writes < 0.5
 

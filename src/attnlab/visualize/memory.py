@@ -109,8 +109,8 @@ def plot_sort_mechanism(
 ) -> Path:
     """The priority-sort machine after Graves et al. (2014), Figure 17: left, each input's write
     location against its priority over many sequences (``priority``, ``write_location (B, L)``;
-    ``correlation`` is their Spearman ρ); middle and right, one sequence's summed write
-    weightings over its ``L`` input steps and read weightings over its answer steps
+    ``correlation`` is their Spearman ρ); middle and right, one sequence's write weightings
+    over its ``L`` input steps and read weightings over its answer steps
     (``(steps, N)``, locations down), the answer's write locations ``wanted_location (keep,)``
     marked in red (``found``: the share of answer steps that read there)."""
     from matplotlib.figure import Figure
@@ -125,7 +125,7 @@ def plot_sort_mechanism(
     scatter.scatter(priority.ravel(), location.ravel(), s=6, alpha=0.4)
     scatter.set(xlabel="priority", ylabel="write location",
                 title=f"write location against priority: Spearman ρ = {correlation:.2f}")
-    answers = f"read weightings (answer steps); red: the answer's write location ({found:.0%} hit)"
+    answers = f"read weightings (answer steps); red: where written ({found:.0%} hit)"
     for ax, image, name in ((writes, write, "write weightings (input steps)"), (reads, read, answers)):
         steps = image.shape[0]
         ax.imshow(image[:, span].T, aspect="auto", cmap="gray_r", interpolation="nearest",

@@ -7,16 +7,17 @@ its priority*, and the reads then *walk the memory in order*. Both are measured 
 :func:`attnlab.data.algorithmic.priority_sort` (``length`` inputs, a delimiter, ``keep``
 answers; the priority in channel ``bits``):
 
-* the **write location** of input ``i`` is the location of largest weight in the sum of the
-  write heads' weightings at step ``i`` ``(B, length)``; its Spearman rank correlation with the
+* the **write location** of input ``i`` is the location of largest weight in one write
+  head's weighting at step ``i`` ``(B, length)``; its Spearman rank correlation with the
   priorities, per sequence, averaged, is ``write_rank_correlation`` (±1: the location is a
-  monotone function of the priority). The memory is a ring (the shifts of eq. 8 wrap around),
-  so locations are counted from ``cut``: the location, one for all sequences, at which
-  cutting the ring gives the largest mean ``|ρ|`` (location ``N − 1`` next to 0 is one step,
-  not ``N − 1``);
+  monotone function of the priority). Heads share the work (one may store the vectors in
+  input order, another by priority), so the head is ``head``, the one (for all sequences)
+  with the largest mean ``|ρ|``. The memory is a ring (the shifts of eq. 8 wrap around), so
+  locations are counted from ``cut``: the location at which cutting the ring gives that head
+  the largest mean ``|ρ|`` (location ``N − 1`` next to 0 is one step, not ``N − 1``);
 * the **read location** of answer step ``k`` likewise from the read heads; ``reads_find_writes``
-  is the share of answer steps whose read location is the write location of the vector that
-  answer must return (the k-th highest priority), and ``read_rank_correlation`` the Spearman
+  (from the sum of the read heads' weightings) is the share of answer steps whose read
+  location is that head's write location of the vector that answer must return (the k-th highest priority), and ``read_rank_correlation`` the Spearman
   correlation of the read locations with the answer steps (±1: the reads walk the memory in
   one direction).
 
@@ -53,9 +54,10 @@ def spearman(a: Tensor, b: Tensor) -> Tensor:
 
 class SortMechanism(NamedTuple):
     """``priority``, ``write_location (B, length)``; ``read_location``, ``wanted_location
-    (B, keep)`` (where the answer's vector was written), all counted from ``cut``; the three
-    averages of the module docstring."""
+    (B, keep)`` (where the answer's vector was written), all counted from ``cut``, for the
+    write head ``head``; the three averages of the module docstring."""
 
+    head: int
     cut: int
     priority: Tensor
     write_location: Tensor
@@ -72,16 +74,17 @@ def sort_mechanism(inputs: Tensor, write_weights: Tensor, read_weights: Tensor, 
     length = int(torch.nonzero(inputs[0, :, bits + 1] == 1)[0])
     keep = inputs.shape[1] - length - 1
     priority = inputs[:, :length, bits]
-    size = write_weights.shape[-1]
-    written = write_weights[:, :length].sum(2).argmax(-1)  # (B, length)
-    cut = max(range(size), key=lambda c: float(spearman(priority, (written - c) % size).abs().mean()))
-    write_location = (written - cut) % size
+    heads, size = write_weights.shape[2], write_weights.shape[-1]
+    written = write_weights[:, :length].argmax(-1)  # (B, length, W)
+    head, cut = max(((h, c) for h in range(heads) for c in range(size)), key=lambda hc: float(
+        spearman(priority, (written[..., hc[0]] - hc[1]) % size).abs().mean()))
+    write_location = (written[..., head] - cut) % size
     read_location = (read_weights[:, length + 1:].sum(2).argmax(-1) - cut) % size  # (B, keep)
     order = priority.argsort(dim=1, descending=True)[:, :keep]
     wanted = write_location.gather(1, order)
     steps = torch.arange(keep).expand_as(read_location)
     return SortMechanism(
-        cut, priority, write_location, read_location, wanted,
+        head, cut, priority, write_location, read_location, wanted,
         write_rank_correlation=float(spearman(priority, write_location).mean()),
         reads_find_writes=float((read_location == wanted).double().mean()),
         read_rank_correlation=float(spearman(steps, read_location).mean()),

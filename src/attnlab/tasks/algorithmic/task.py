@@ -277,12 +277,13 @@ def measure_sorting(model: nn.Module, recipe: AlgorithmicRecipe, path: Path) -> 
     length = found.priority.shape[1]
     numbers = {name: getattr(found, name)
                for name in ("write_rank_correlation", "reads_find_writes", "read_rank_correlation")}
-    write, read = (weights[0].sum(1).roll(-found.cut, dims=-1).cpu()  # locations counted from the cut
-                   for weights in (trace.write_weights[:, :length], trace.read_weights[:, length + 1:]))
+    write = trace.write_weights[0, :length, found.head]  # locations counted from the cut
+    read = trace.read_weights[0, length + 1:].sum(1)
+    write, read = (weights.roll(-found.cut, dims=-1).cpu() for weights in (write, read))
     picture = plot_sort_mechanism(
         found.priority, found.write_location, write, read, found.wanted_location[0], path,
         correlation=found.write_rank_correlation, found=found.reads_find_writes,
-        title=f"{data.task}, length {length}: where the machine writes and reads "
+        title=f"{data.task}, length {length}: where write head {found.head} and the read heads go "
               f"(locations counted from {found.cut})",
     )
     return numbers, picture
