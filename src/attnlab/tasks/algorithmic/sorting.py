@@ -15,10 +15,11 @@ answers; the priority in channel ``bits``):
   with the largest mean ``|ρ|``. The memory is a ring (the shifts of eq. 8 wrap around), so
   locations are counted from ``cut``: the location at which cutting the ring gives that head
   the largest mean ``|ρ|`` (location ``N − 1`` next to 0 is one step, not ``N − 1``);
-* the **read location** of answer step ``k`` likewise from the read heads; ``reads_find_writes``
-  (from the sum of the read heads' weightings) is the share of answer steps whose read
-  location is that head's write location of the vector that answer must return (the k-th highest priority), and ``read_rank_correlation`` the Spearman
-  correlation of the read locations with the answer steps (±1: the reads walk the memory in
+* the **read location** of answer step ``k`` is the location of largest weight in the sum of
+  the read heads' weightings; ``reads_find_writes`` is the share of answer steps whose read
+  location is that head's write location of the vector the answer must return (the k-th
+  highest priority), and ``read_rank_correlation`` the Spearman correlation of the read
+  locations with the answer steps (±1: the reads walk the memory in
   one direction).
 
 :func:`sort_mechanism` returns the numbers and the arrays the picture
