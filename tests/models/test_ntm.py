@@ -111,8 +111,9 @@ def test_the_machine_checks_its_input_once_and_not_its_own_tensors_every_step(mo
     assert calls == ["memory", "weights"]
 
 
-def test_save_and_load_round_trip(tmp_path):
-    model = small_ntm().eval()
+@pytest.mark.parametrize("kw", [{}, {"controller": "feedforward", "learned_memory": True, "read_heads": 2}])
+def test_save_and_load_round_trip(tmp_path, kw):
+    model = small_ntm(**kw).eval()
     model.save_pretrained(tmp_path / "ntm")
     loaded = load_pretrained(tmp_path / "ntm")
     x = copy_sequence(2, 3, generator=gen()).inputs
