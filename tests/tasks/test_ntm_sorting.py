@@ -10,7 +10,7 @@ from attnlab.data.algorithmic import priority_sort
 from attnlab.models.ntm import NTM, NTMConfig
 from attnlab.tasks.algorithmic.recipe import AlgorithmicRecipe
 from attnlab.tasks.algorithmic.sorting import ranks, sort_mechanism, spearman
-from attnlab.tasks.algorithmic.task import SORT_SEQUENCES, measure_sorting
+from attnlab.tasks.algorithmic.task import SORT_NUMBERS, SORT_SEQUENCES, measure_sorting
 
 LENGTH, KEEP, N = 6, 4, 16
 
@@ -56,6 +56,21 @@ def test_a_machine_that_writes_by_priority_and_reads_in_order():
     assert torch.equal(found.wanted_location, (read_location - found.cut) % N)
     assert 1 <= found.cut <= 11  # counted from a cut outside the used span 11 … 15, 0 … 5
     assert found.head == 1  # the head that sorts, not the heavier one that copies
+    assert found.shared_location == 0
+    assert found.errors_at_shared != found.errors_at_shared  # NaN: no errors were given
+
+
+def test_vectors_that_share_a_location_and_the_errors_made_there():
+    ep = priority_sort(8, LENGTH, keep=KEEP, generator=torch.Generator().manual_seed(3))
+    rank = ep.inputs[:, :LENGTH, 8].argsort(1, descending=True).argsort(1)
+    write_location = 2 + rank // 2  # ranks 0 and 1 share location 2, 2 and 3 share 3, ...
+    read_location = 2 + torch.arange(KEEP).expand(8, -1) // 2
+    errors = torch.zeros(8, KEEP)
+    errors[:, 0] = 3.0  # every error at the first answer step, whose vector shares location 2
+    weights = traces(ep.inputs, write_location, read_location)
+    found = sort_mechanism(ep.inputs, *weights, bits=8, errors=errors)
+    assert found.shared_location == 1.0 and found.errors_at_shared == 1.0
+    assert found.write_rank_correlation < -0.9 and found.reads_find_writes == 1.0
 
 
 def test_a_machine_that_copies_is_not_sorting():
@@ -83,6 +98,6 @@ def test_the_report_measures_and_draws_the_sort(tmp_path):
         "model": {"controller": "feedforward", "memory_size": N}, "eval": {"test_lengths": [LENGTH]},
     })
     numbers, picture = measure_sorting(model, recipe, tmp_path / "sort.png")
-    assert set(numbers) == {"write_rank_correlation", "reads_find_writes", "read_rank_correlation"}
+    assert set(numbers) == set(SORT_NUMBERS)
     assert -1 <= numbers["write_rank_correlation"] <= 1 and 0 <= numbers["reads_find_writes"] <= 1
     assert picture.stat().st_size > 10_000 and SORT_SEQUENCES >= 10

@@ -20,7 +20,11 @@ answers; the priority in channel ``bits``):
   location is that head's write location of the vector the answer must return (the k-th
   highest priority), and ``read_rank_correlation`` the Spearman correlation of the read
   locations with the answer steps (±1: the reads walk the memory in
-  one direction).
+  one direction);
+* where locations are few, vectors of close priority **share** one: ``shared_location`` is
+  the share of answer steps whose vector's write location holds another input's too, and,
+  given the bit errors of each answer step, ``errors_at_shared`` the share of all bit errors
+  made at those steps (near 1: the sort fails where vectors collide).
 
 :func:`sort_mechanism` returns the numbers and the arrays the picture
 (:func:`attnlab.visualize.plot_sort_mechanism`) draws.
@@ -56,7 +60,8 @@ def spearman(a: Tensor, b: Tensor) -> Tensor:
 class SortMechanism(NamedTuple):
     """``priority``, ``write_location (B, length)``; ``read_location``, ``wanted_location
     (B, keep)`` (where the answer's vector was written), all counted from ``cut``, for the
-    write head ``head``; the three averages of the module docstring."""
+    write head ``head``; the averages of the module docstring (``errors_at_shared`` is NaN
+    without the errors)."""
 
     head: int
     cut: int
@@ -67,11 +72,16 @@ class SortMechanism(NamedTuple):
     write_rank_correlation: float
     reads_find_writes: float
     read_rank_correlation: float
+    shared_location: float
+    errors_at_shared: float
 
 
-def sort_mechanism(inputs: Tensor, write_weights: Tensor, read_weights: Tensor, bits: int) -> SortMechanism:
+def sort_mechanism(
+    inputs: Tensor, write_weights: Tensor, read_weights: Tensor, bits: int, errors: Tensor | None = None
+) -> SortMechanism:
     """Measure the paper's two claims on ``inputs (B, T, bits + 2)`` of one length and the
-    trace's ``write_weights (B, T, W, N)``, ``read_weights (B, T, R, N)``."""
+    trace's ``write_weights (B, T, W, N)``, ``read_weights (B, T, R, N)``; ``errors (B, keep)``
+    (bit errors of each answer step), when given, are split by shared locations."""
     length = int(torch.nonzero(inputs[0, :, bits + 1] == 1)[0])
     keep = inputs.shape[1] - length - 1
     priority = inputs[:, :length, bits]
@@ -84,9 +94,14 @@ def sort_mechanism(inputs: Tensor, write_weights: Tensor, read_weights: Tensor, 
     order = priority.argsort(dim=1, descending=True)[:, :keep]
     wanted = write_location.gather(1, order)
     steps = torch.arange(keep).expand_as(read_location)
+    shared = (wanted.unsqueeze(-1) == write_location.unsqueeze(1)).sum(-1) > 1  # (B, keep)
+    at_shared = float("nan")
+    if errors is not None and errors.sum() > 0:
+        at_shared = float(errors[shared].sum() / errors.sum())
     return SortMechanism(
         head, cut, priority, write_location, read_location, wanted,
         write_rank_correlation=float(spearman(priority, write_location).mean()),
         reads_find_writes=float((read_location == wanted).double().mean()),
         read_rank_correlation=float(spearman(steps, read_location).mean()),
+        shared_location=float(shared.double().mean()), errors_at_shared=at_shared,
     )

@@ -44,6 +44,8 @@ from attnlab.validation import counted
 
 VAL_BATCH = 10  # sequences per validation / test batch (one length each)
 SORT_SEQUENCES = 100  # sequences the sort's mechanism is measured on
+SORT_NUMBERS = ("write_rank_correlation", "reads_find_writes", "read_rank_correlation", "shared_location",
+                "errors_at_shared")
 
 
 def draw_episode(
@@ -270,13 +272,13 @@ def measure_sorting(model: nn.Module, recipe: AlgorithmicRecipe, path: Path) -> 
 
     data = recipe.data
     batches = fixed_episodes(data, SORT_SEQUENCES, data.seed + 30_000, length=data.max_length)
-    inputs = torch.cat([batch.inputs for batch in batches])
+    inputs, targets = (torch.cat([getattr(b, name) for b in batches]) for name in ("inputs", "targets"))
+    length = data.max_length
     with inference(model):
-        _, trace = model(inputs.to(model_device(model)), return_trace=True)
-    found = sort_mechanism(inputs, trace.write_weights.cpu(), trace.read_weights.cpu(), data.bits)
-    length = found.priority.shape[1]
-    numbers = {name: getattr(found, name)
-               for name in ("write_rank_correlation", "reads_find_writes", "read_rank_correlation")}
+        logits, trace = model(inputs.to(model_device(model)), return_trace=True)
+    errors = ((logits.cpu() > 0).float() != targets)[:, length + 1:].sum(-1)  # (B, keep)
+    found = sort_mechanism(inputs, trace.write_weights.cpu(), trace.read_weights.cpu(), data.bits, errors)
+    numbers = {name: getattr(found, name) for name in SORT_NUMBERS}
     write = trace.write_weights[0, :length, found.head]  # locations counted from the cut
     read = trace.read_weights[0, length + 1:].sum(1)
     write, read = (weights.roll(-found.cut, dims=-1).cpu() for weights in (write, read))
