@@ -27,7 +27,8 @@ eight read and eight write heads). ``learned_memory`` replaces the constant star
 ``N × M`` memory (Collier & Beel's "learned" initialisation): its rows differ, so content
 addressing (eq. 5) can tell the locations apart before anything is written — a key computed
 from a priority can then pick a location by that priority (the paper's reading of its
-priority-sort machine, Figure 17).
+priority-sort machine, Figure 17). On the reduced priority sort of docs/benchmarks.md the
+constant start learned about as well, so it is an option, not a requirement.
 """
 
 from __future__ import annotations
