@@ -14,7 +14,10 @@ sequence ("converged"), and the final bit errors per sequence at every test leng
 * ``ntm_T_learning.png`` — cost per sequence on the fixed validation sequences (training
   lengths) against sequences seen (Graves et al. 2014, Figures 3, 7, 10, 16);
 * ``ntm_T_memory.png``, ``ntm_T_memory_longest.png`` — the first NTM seed's memory access at
-  the longest training length and at the longest test length.
+  the longest training length and at the longest test length;
+* ``ntm_priority_sort_mechanism.png`` — for priority sort, how the first NTM seed sorts (Graves
+  et al. 2014, Figure 17: write location against priority; the reads), measured again from
+  every NTM seed's checkpoint and printed a seed (:mod:`attnlab.tasks.algorithmic.sorting`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,11 @@ from _figures import line_chart  # noqa: E402
 
 from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
+from attnlab.models import load_pretrained  # noqa: E402
 from attnlab.tasks import load_recipe, train  # noqa: E402
+from attnlab.tasks.algorithmic import AlgorithmicRecipe  # noqa: E402
+from attnlab.tasks.algorithmic.task import measure_sorting  # noqa: E402
+from attnlab.tasks.base import load_saved_recipe  # noqa: E402
 from attnlab.training.metrics import read_metrics  # noqa: E402
 from attnlab.visualize import plot_generalisation  # noqa: E402
 
@@ -56,6 +63,7 @@ def run(config: Path, run_dir: Path, seed: int, overrides: list[str]) -> dict:
         "steps": results["steps"], "minutes": results["wall_time_s"] / 60,
         "converged_after": converged,
         "scores": {k: v for k, v in results.items() if k.startswith("bit_errors")},
+        "checkpoint": run_dir / "checkpoints" / Path(results["checkpoint"]).name,
         "curve": ([e["step"] * batch for e in evals], [e["val_loss"] for e in evals]),
         "pictures": [str(run_dir / Path(p).name) for p in results["pictures"]],  # the run may have moved
     }
@@ -81,6 +89,21 @@ def table(rows: list[dict], length_name: str) -> str:
             lines.append(f"| {r['model']} | {r['seed']} | {r['parameters']:,} | {r['steps']:,} | "
                          f"{r['minutes']:.1f} | {converged} | {repeats_of(key) or '–'} | {cells} |")
     return "\n".join(lines)
+
+
+def how_it_sorts(rows: list[dict], img_dir: Path) -> None:
+    """Measure how each NTM seed sorts (:func:`attnlab.tasks.algorithmic.task.measure_sorting`)
+    from its checkpoint, print it, draw the first seed's into ``img_dir``."""
+    for r in rows:
+        checkpoint = r["checkpoint"]
+        path = checkpoint.parents[1] / "sort_mechanism.png"  # the run's own, measured again
+        if r is rows[0]:
+            path = img_dir / "ntm_priority_sort_mechanism.png"
+        recipe = load_saved_recipe(checkpoint, AlgorithmicRecipe)
+        numbers, picture = measure_sorting(load_pretrained(checkpoint), recipe, path)
+        cells = ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in numbers.items())
+        print(f"NTM seed {r['seed']}: {cells}")
+        print(f"mechanism: {picture}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         for picture, suffix in zip(ntm["pictures"], ("", "_longest"), strict=False):
             memory = shutil.copyfile(picture, args.img_dir / f"ntm_{args.task}_memory{suffix}.png")
             print(f"memory access: {memory}")
+    if args.task == "priority_sort":
+        how_it_sorts([r for r in rows if r["model"] == "ntm"], args.img_dir)
+    for r in rows:
+        r["checkpoint"] = str(r["checkpoint"])
     (args.out_dir / f"{args.task}.json").write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 

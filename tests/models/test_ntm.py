@@ -14,7 +14,7 @@ from attnlab.data.algorithmic import (
     task_dims,
 )
 from attnlab.models import load_pretrained
-from attnlab.models.ntm import NTM, NTMConfig
+from attnlab.models.ntm import NTM, NTMConfig, NTMState
 
 
 def gen(seed=0):
@@ -111,8 +111,9 @@ def test_the_machine_checks_its_input_once_and_not_its_own_tensors_every_step(mo
     assert calls == ["memory", "weights"]
 
 
-def test_save_and_load_round_trip(tmp_path):
-    model = small_ntm().eval()
+@pytest.mark.parametrize("kw", [{}, {"controller": "feedforward", "learned_memory": True, "read_heads": 2}])
+def test_save_and_load_round_trip(tmp_path, kw):
+    model = small_ntm(**kw).eval()
     model.save_pretrained(tmp_path / "ntm")
     loaded = load_pretrained(tmp_path / "ntm")
     x = copy_sequence(2, 3, generator=gen()).inputs
@@ -164,3 +165,88 @@ def test_a_tiny_copy_task_is_learned_in_seconds():
             ep = copy_sequence(100, length, generator=gen(100 + length))
             errors = ((model(ep.inputs) > 0).float() != ep.targets)[ep.mask].sum() / 100
             assert errors <= 0.1, f"length {length}: {errors:.2f} bit errors per sequence"
+
+
+def test_a_feedforward_controller_carries_nothing_but_the_memory_and_the_reads():
+    """Graves et al. (2014) §3.3: a feedforward controller has no state of its own. Restart the
+    machine at step t from the trace's memory, weightings and reads with the controller's
+    ``(h, c)`` replaced by noise: its output is the same. An LSTM's is not (the test can fail)."""
+    x = priority_sort(2, 5, keep=3, generator=gen(3)).inputs
+    for controller, same in (("feedforward", True), ("lstm", False)):
+        model = small_ntm(input_dim=10, controller=controller, learned_memory=True, read_heads=2).eval()
+        logits, trace = model(x, return_trace=True)
+        t = 4
+        state = NTMState(
+            memory=trace.memory[:, t - 1], reads=addressing.read_memory(trace.memory[:, t - 1],
+                                                                        trace.read_weights[:, t - 1]),
+            read_weights=trace.read_weights[:, t - 1], write_weights=trace.write_weights[:, t - 1],
+            h=torch.randn(2, 32), c=torch.randn(2, 32),
+        )
+        out = model.step(x[:, t], state)[0]
+        assert torch.allclose(out, logits[:, t], atol=1e-5) is same, controller
+
+
+def reference_forward(model: NTM, x: torch.Tensor) -> torch.Tensor:
+    """The feedforward NTM's equations written out in float64 from its weights (the addressing
+    is :mod:`attnlab.attention.addressing`, checked against NumPy in its own tests)."""
+    c, w = model.config, {k: v.double() for k, v in model.state_dict().items()}
+    batch, m, shifts = x.shape[0], c.memory_width, 2 * c.shift_range + 1
+    memory = w["initial_memory"].expand(batch, -1, -1)
+    reads = w["initial_reads"].expand(batch, -1, -1)
+    start = torch.zeros(batch, 1, c.memory_size, dtype=torch.float64)
+    start[..., 0] = 1
+    read_w, write_w = start.expand(-1, c.read_heads, -1), start.expand(-1, c.write_heads, -1)
+
+    def head(params, memory, previous):
+        key, beta, gate, shift, gamma = params.split([m, 1, 1, shifts, 1], dim=-1)
+        softplus = torch.nn.functional.softplus
+        return addressing.address(memory, previous, key, strength=softplus(beta[..., 0]),
+                                  gate=torch.sigmoid(gate[..., 0]), shift=torch.softmax(shift, -1),
+                                  gamma=1 + softplus(gamma[..., 0]))
+
+    outputs = []
+    for t in range(x.shape[1]):
+        seen = torch.cat([x[:, t].double(), reads.flatten(1)], -1)
+        h = torch.tanh(seen @ w["controller.weight"].T + w["controller.bias"])
+        write = (h @ w["write_head.weight"].T + w["write_head.bias"]).clamp(-c.clip, c.clip)
+        write = write.view(batch, c.write_heads, -1)
+        params, erase, add = write.split([model.address_width, m, m], -1)
+        write_w = head(params, memory, write_w)
+        memory = addressing.erase_and_add(memory, write_w, torch.sigmoid(erase), torch.tanh(add))
+        read = (h @ w["read_head.weight"].T + w["read_head.bias"]).clamp(-c.clip, c.clip)
+        read_w = head(read.view(batch, c.read_heads, -1), memory, read_w)
+        reads = addressing.read_memory(memory, read_w)
+        outputs.append(torch.cat([h, reads.flatten(1)], -1) @ w["output.weight"].T + w["output.bias"])
+    return torch.stack(outputs, 1)
+
+
+def test_the_feedforward_machine_matches_a_float64_recomputation():
+    model = small_ntm(input_dim=10, controller="feedforward", learned_memory=True, read_heads=3,
+                      write_heads=2).eval()
+    x = priority_sort(3, 6, keep=4, generator=gen(4)).inputs
+    torch.testing.assert_close(model(x).double(), reference_forward(model, x), rtol=1e-4, atol=1e-5)
+
+
+def test_several_heads_trace_and_a_learned_memory_start():
+    model = small_ntm(input_dim=10, controller="feedforward", learned_memory=True, read_heads=4,
+                      write_heads=4)
+    x = priority_sort(2, 6, keep=4, generator=gen(5)).inputs
+    logits, trace = model(x, return_trace=True)
+    assert trace.read_weights.shape == trace.write_weights.shape == (2, 11, 4, 16)
+    assert trace.erase.shape == (2, 11, 4, 8) and trace.memory.shape == (2, 11, 16, 8)
+    first = addressing.erase_and_add(model.initial_memory.expand(2, -1, -1), trace.write_weights[:, 0],
+                                     trace.erase[:, 0], trace.add[:, 0])
+    torch.testing.assert_close(trace.memory[:, 0], first)
+    logits.sum().backward()
+    assert model.initial_memory.grad.abs().sum() > 0  # the start is learned
+    rows = model.initial_memory.detach()
+    assert torch.linalg.matrix_rank(rows) == min(rows.shape)  # distinct rows: content can tell them apart
+
+
+def test_the_default_machine_is_the_lstm_with_a_constant_memory():
+    model = small_ntm()
+    assert isinstance(model.controller, torch.nn.LSTMCell)
+    assert not any("initial_memory" in name for name in model.state_dict())
+    assert (model.initial_state(2).memory == model.config.memory_init).all()
+    with pytest.raises(ValueError, match="controller must be one of lstm, feedforward, got 'gru'"):
+        small_ntm(controller="gru")

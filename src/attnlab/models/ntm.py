@@ -1,11 +1,12 @@
 """The Neural Turing Machine of Graves, Wayne & Danihelka (2014), "Neural Turing Machines"
 (Ba (CSC413 Lecture 8), "Neural Turing Machines").
 
-An LSTM controller reads an input vector and the previous step's read vectors, and emits the
+A controller reads an input vector and the previous step's read vectors, and emits the
 parameters of its heads; write heads erase and add to an ``N × M`` memory, read heads return
 weighted sums of its rows; the output layer sees the controller state and the new reads::
 
-    (h_t, c_t) = LSTMCell([x_t; r_{t−1}], (h_{t−1}, c_{t−1}))
+    (h_t, c_t) = LSTMCell([x_t; r_{t−1}], (h_{t−1}, c_{t−1}))     controller = "lstm"
+    h_t        = tanh(W_c [x_t; r_{t−1}] + b_c)                    controller = "feedforward"
     w^write_t  = address(M_{t−1}, w^write_{t−1}, heads(h_t))       eqs. 5-9
     M_t        = erase_and_add(M_{t−1}, w^write_t, e_t, a_t)        eqs. 3-4
     w^read_t   = address(M_t, w^read_{t−1}, heads(h_t))             eqs. 5-9
@@ -18,6 +19,16 @@ requires: ``β = softplus``, ``g = σ``, ``s = softmax``, ``γ = 1 + softplus``,
 "Implementing Neural Turing Machines", keep them finite). The memory starts as a small
 constant (Collier & Beel's fastest scheme), every weighting as all mass on location 0, the
 read vectors as learned parameters.
+
+The paper's two controllers (§3.3, §4): the LSTM, and a **feedforward** network — one tanh
+layer with no state of its own, so everything it carries from one step to the next passes
+through the memory and the read vectors (the paper's priority-sort machine, §4.5, has one, with
+eight read and eight write heads). ``learned_memory`` replaces the constant start by a learned
+``N × M`` memory (Collier & Beel's "learned" initialisation): its rows differ, so content
+addressing (eq. 5) can tell the locations apart before anything is written — a key computed
+from a priority can then pick a location by that priority (the paper's reading of its
+priority-sort machine, Figure 17). On the reduced priority sort of docs/benchmarks.md the
+constant start learned about as well, so it is an option, not a requirement.
 """
 
 from __future__ import annotations
@@ -32,7 +43,9 @@ from torch import Tensor, nn
 from attnlab.attention.addressing import address, erase_and_add, read_memory
 from attnlab.config import Config
 from attnlab.models.base import PretrainedModel, register_model
-from attnlab.validation import check_positive, check_sequence
+from attnlab.validation import check_choice, check_positive, check_sequence
+
+CONTROLLERS = ("lstm", "feedforward")
 
 
 @dataclass
@@ -40,7 +53,9 @@ class NTMConfig(Config):
     """Sizes of an NTM: ``memory_size`` N locations of ``memory_width`` M, heads, controller.
 
     ``shift_range`` k allows the shifts ``−k … k`` (2k + 1 ≤ N); ``clip`` bounds the heads'
-    pre-activations; ``memory_init`` is the constant every memory cell starts from.
+    pre-activations; ``memory_init`` is the constant every memory cell starts from, unless
+    ``learned_memory`` makes the start a learned parameter (drawn from N(0, memory_init_std²));
+    ``controller`` is ``"lstm"`` or ``"feedforward"``.
     """
 
     input_dim: int = 9
@@ -53,8 +68,13 @@ class NTMConfig(Config):
     shift_range: int = 1
     clip: float = 20.0
     memory_init: float = 1e-6
+    controller: str = "lstm"
+    learned_memory: bool = False
+    memory_init_std: float = 0.5
 
     def __post_init__(self) -> None:
+        check_choice("controller", self.controller, CONTROLLERS)
+        check_positive("memory_init_std", self.memory_init_std)
         for name in ("input_dim", "output_dim", "controller_dim", "memory_size", "memory_width",
                      "read_heads", "write_heads", "shift_range", "clip"):
             check_positive(name, getattr(self, name))
@@ -79,7 +99,8 @@ class NTMTrace(NamedTuple):
 
 class NTMState(NamedTuple):
     """The recurrent state between steps: memory ``(B, N, M)``, reads ``(B, R, M)``, the heads'
-    weightings ``(B, R, N)`` / ``(B, W, N)`` and the controller's ``(h, c)``, each ``(B, C)``."""
+    weightings ``(B, R, N)`` / ``(B, W, N)`` and the controller's ``(h, c)``, each ``(B, C)``
+    (a feedforward controller's ``h`` is its last output, never read back; its ``c`` stays 0)."""
 
     memory: Tensor
     reads: Tensor
@@ -102,18 +123,26 @@ class NTM(PretrainedModel):
         self.config = c = config
         self.address_width = c.memory_width + 3 + (2 * c.shift_range + 1)  # k, β, g, s, γ
         reads = c.read_heads * c.memory_width
-        self.controller = nn.LSTMCell(c.input_dim + reads, c.controller_dim)
+        cell = nn.LSTMCell if c.controller == "lstm" else nn.Linear
+        self.controller = cell(c.input_dim + reads, c.controller_dim)
         self.read_head = nn.Linear(c.controller_dim, c.read_heads * self.address_width)
         self.write_head = nn.Linear(
             c.controller_dim, c.write_heads * (self.address_width + 2 * c.memory_width)
         )
         self.output = nn.Linear(c.controller_dim + reads, c.output_dim)
         self.initial_reads = nn.Parameter(torch.randn(c.read_heads, c.memory_width).mul_(0.01))
+        if c.learned_memory:
+            self.initial_memory = nn.Parameter(
+                torch.randn(c.memory_size, c.memory_width).mul_(c.memory_init_std)
+            )
 
     def initial_state(self, batch: int) -> NTMState:
-        """The state before the first step: constant memory, every head on location 0."""
+        """The state before the first step: constant (or learned) memory, every head on location 0."""
         c, like = self.config, self.initial_reads
-        memory = like.new_full((batch, c.memory_size, c.memory_width), c.memory_init)
+        if c.learned_memory:
+            memory = self.initial_memory.expand(batch, -1, -1)
+        else:
+            memory = like.new_full((batch, c.memory_size, c.memory_width), c.memory_init)
         start = like.new_zeros(c.memory_size)
         start[0] = 1.0
         zeros = like.new_zeros(batch, c.controller_dim)
@@ -144,7 +173,11 @@ class NTM(PretrainedModel):
         the write head's erase and add vectors ``(B, W, M)`` (for the trace). Trusts its caller
         (:meth:`forward` checks the input; the state is the machine's own)."""
         c, batch = self.config, x.shape[0]
-        h, cell = self.controller(torch.cat([x, state.reads.flatten(1)], dim=-1), (state.h, state.c))
+        seen = torch.cat([x, state.reads.flatten(1)], dim=-1)
+        if c.controller == "lstm":
+            h, cell = self.controller(seen, (state.h, state.c))
+        else:
+            h, cell = torch.tanh(self.controller(seen)), state.c
         write = self.write_head(h).clamp(-c.clip, c.clip).view(batch, c.write_heads, -1)
         write_params, erase, add = write.split([self.address_width, c.memory_width, c.memory_width], -1)
         write_weights = self._addressing(write_params, state.memory, state.write_weights)

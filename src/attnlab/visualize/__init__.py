@@ -2,7 +2,7 @@
 functions, so ``import attnlab`` stays light).
 
 * :mod:`~attnlab.visualize.attention` — attention heatmaps, per-head panels, alignments
-* :mod:`~attnlab.visualize.memory` — a Neural Turing Machine's memory access and its
+* :mod:`~attnlab.visualize.memory` — a Neural Turing Machine's memory access, its sorting and its
   generalisation curve
 * :mod:`~attnlab.visualize.speech` — a recognizer's alignment over its spectrogram
 """
@@ -15,7 +15,7 @@ from attnlab.visualize.attention import (
     printable,
 )
 from attnlab.visualize.figure import save_figure
-from attnlab.visualize.memory import plot_generalisation, plot_memory_access
+from attnlab.visualize.memory import plot_generalisation, plot_memory_access, plot_sort_mechanism
 from attnlab.visualize.speech import plot_speech_alignment
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "plot_attention_heads",
     "plot_generalisation",
     "plot_memory_access",
+    "plot_sort_mechanism",
     "plot_speech_alignment",
     "printable",
     "save_figure",

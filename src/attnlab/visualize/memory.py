@@ -1,10 +1,12 @@
 """Pictures of a Neural Turing Machine at work, after Graves, Wayne & Danihelka (2014),
-Figures 4-6 and 8-9 (Ba (CSC413 Lecture 8), "Neural Turing Machines").
+Figures 4-6, 8-9 and 17 (Ba (CSC413 Lecture 8), "Neural Turing Machines").
 
 * :func:`plot_memory_access` — one sequence: inputs, targets and outputs over time; what the
   write head adds and where it writes; where the read head reads (locations down, time
   across, weights as grey levels). It takes arrays: the task runs the model
   (:func:`attnlab.tasks.algorithmic.draw_memory_access`).
+* :func:`plot_sort_mechanism` — the priority sort after Figure 17: write location against
+  priority, the write and read weightings of one sequence.
 * :func:`plot_generalisation` — bit errors per sequence against sequence length for several
   models, the training range shaded.
 
@@ -99,3 +101,40 @@ def plot_generalisation(
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return save_figure(fig, path)
 
+
+
+def plot_sort_mechanism(
+    priority: Any, write_location: Any, write_weights: Any, read_weights: Any, wanted_location: Any,
+    path: str | Path, *, correlation: float, found: float, title: str = "",
+) -> Path:
+    """The priority-sort machine after Graves et al. (2014), Figure 17: left, each input's write
+    location against its priority over many sequences (``priority``, ``write_location (B, L)``;
+    ``correlation`` is their Spearman ρ); middle and right, one sequence's write weightings
+    over its ``L`` input steps and read weightings over its answer steps
+    (``(steps, N)``, locations down), the answer's write locations ``wanted_location (keep,)``
+    marked in red (``found``: the share of answer steps that read there)."""
+    from matplotlib.figure import Figure
+
+    priority, location, write, read, wanted = (
+        np.asarray(x.detach().float().cpu() if isinstance(x, torch.Tensor) else x)
+        for x in (priority, write_location, write_weights, read_weights, wanted_location)
+    )
+    span = _used_locations(write, read)
+    fig = Figure(figsize=(13.0, 4.2), layout="constrained")
+    scatter, writes, reads = fig.subplots(1, 3, width_ratios=(1.2, 1, 1))
+    scatter.scatter(priority.ravel(), location.ravel(), s=6, alpha=0.4)
+    scatter.set(xlabel="priority", ylabel="write location",
+                title=f"write location against priority: Spearman ρ = {correlation:.2f}")
+    answers = f"read weightings (answer steps); red: where written ({found:.0%} hit)"
+    for ax, image, name in ((writes, write, "write weightings (input steps)"), (reads, read, answers)):
+        steps = image.shape[0]
+        ax.imshow(image[:, span].T, aspect="auto", cmap="gray_r", interpolation="nearest",
+                  extent=(-0.5, steps - 0.5, span.stop - 0.5, span.start - 0.5))
+        ax.set(xlabel="time step", ylabel="location")
+        ax.set_title(name, fontsize=8, loc="left")
+    reads.plot(np.arange(len(wanted)), wanted, "r.", markersize=8)
+    for ax in (scatter, writes, reads):
+        ax.title.set_fontsize(8)
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)

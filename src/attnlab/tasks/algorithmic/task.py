@@ -12,7 +12,8 @@ nats (the paper plots bits: divide by ln 2); the trainer's count of "tokens" (it
 Validation and the final test count **bit errors per sequence**: an output bit is the logit's
 sign, compared with the target over the scored (answer) steps. The report scores each test
 length (generalisation beyond the training range), writes ``results.json`` and, for an NTM,
-draws its memory access (:func:`draw_memory_access`).
+draws its memory access (:func:`draw_memory_access`); for an NTM that sorts, it also measures
+and draws how (:func:`measure_sorting`, the paper's Figure 17).
 """
 
 from __future__ import annotations
@@ -35,12 +36,16 @@ from attnlab.generation.state import inference
 from attnlab.memory import Need, sized
 from attnlab.models import load_pretrained
 from attnlab.tasks.algorithmic.recipe import AlgorithmicData, AlgorithmicRecipe
+from attnlab.tasks.algorithmic.sorting import sort_mechanism
 from attnlab.tasks.base import EvaluateRequest, Task, load_saved_recipe, register_task
 from attnlab.training import TrainResult
 from attnlab.training.losses import mean_loss
 from attnlab.validation import counted
 
 VAL_BATCH = 10  # sequences per validation / test batch (one length each)
+SORT_SEQUENCES = 100  # sequences the sort's mechanism is measured on
+SORT_NUMBERS = ("write_rank_correlation", "reads_find_writes", "read_rank_correlation", "shared_location",
+                "errors_at_shared")
 
 
 def draw_episode(
@@ -185,8 +190,13 @@ class AlgorithmicTask(Task):
         """Score every test length, draw the memory access, write ``results.json``."""
         scores = score_lengths(model, self.recipe)
         pictures = draw_report_pictures(model, self.recipe, self.run_dir)
+        sorting = {}
+        if model.model_type == "ntm" and self.recipe.data.task == "priority_sort":
+            sorting, picture = measure_sorting(model, self.recipe, self.run_dir / "sort_mechanism.png")
+            pictures.append(picture)
         results = {
             **scores,
+            **sorting,
             "task": self.recipe.data.task,
             "model_type": model.model_type,
             "parameters": model.num_parameters(),
@@ -200,6 +210,8 @@ class AlgorithmicTask(Task):
         }
         write_atomic(self.run_dir / "results.json", json.dumps(results, indent=2) + "\n")
         print(self.format_scores(scores))
+        for name, value in sorting.items():
+            print(f"{name.replace('_', ' ')}: {value:.3f}")
         for picture in pictures:
             print(f"picture: {picture}")
         print(f"{counted(result.step, 'step')} in {result.seconds:.1f} s ({result.stopped}); checkpoint: "
@@ -250,3 +262,30 @@ def draw_report_pictures(model: nn.Module, recipe: AlgorithmicRecipe, run_dir: P
         )
         for name, length in (("train", data.max_length), ("test", max(recipe.eval.test_lengths)))
     ]
+
+
+def measure_sorting(model: nn.Module, recipe: AlgorithmicRecipe, path: Path) -> tuple[dict[str, float], Path]:
+    """How an NTM sorts (:func:`attnlab.tasks.algorithmic.sorting.sort_mechanism`) on
+    :data:`SORT_SEQUENCES` seeded sequences of the longest training length, and the picture
+    (:func:`attnlab.visualize.plot_sort_mechanism`, the first sequence's weightings)."""
+    from attnlab.visualize import plot_sort_mechanism
+
+    data = recipe.data
+    batches = fixed_episodes(data, SORT_SEQUENCES, data.seed + 30_000, length=data.max_length)
+    inputs, targets = (torch.cat([getattr(b, name) for b in batches]) for name in ("inputs", "targets"))
+    length = data.max_length
+    with inference(model):
+        logits, trace = model(inputs.to(model_device(model)), return_trace=True)
+    errors = ((logits.cpu() > 0).float() != targets)[:, length + 1:].sum(-1)  # (B, keep)
+    found = sort_mechanism(inputs, trace.write_weights.cpu(), trace.read_weights.cpu(), data.bits, errors)
+    numbers = {name: getattr(found, name) for name in SORT_NUMBERS}
+    write = trace.write_weights[0, :length, found.head]  # locations counted from the cut
+    read = trace.read_weights[0, length + 1:].sum(1)
+    write, read = (weights.roll(-found.cut, dims=-1).cpu() for weights in (write, read))
+    picture = plot_sort_mechanism(
+        found.priority, found.write_location, write, read, found.wanted_location[0], path,
+        correlation=found.write_rank_correlation, found=found.reads_find_writes,
+        title=f"{data.task}, length {length}: where write head {found.head} and the read heads go "
+              f"(locations counted from {found.cut})",
+    )
+    return numbers, picture
