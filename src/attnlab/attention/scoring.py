@@ -210,6 +210,18 @@ class AdditiveScore(Score):
             hidden = hidden + extra  # (..., n_q, n_k | 1, h)
         return hidden + prepared.unsqueeze(-3)  # (..., n_q, n_k, h)
 
+    def hidden_grad(
+        self, grad_scores: Tensor, query: Tensor, prepared: Tensor, extra: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """The backward of :meth:`score` for a model that writes its own (the LSTMN's window,
+        :mod:`attnlab.models.lstmn_window`): ``grad_scores`` ``(..., n_q, n_k)`` → the gradient
+        of :meth:`hidden`'s sum ``(..., n_q, n_k, h)`` (which is that of ``W_q q``, of ``extra``
+        and of ``W_k k`` summed over what each broadcasts) and of ``w_v`` ``(1, h)``. The
+        ``tanh`` is recomputed, not kept."""
+        z = torch.tanh(self.hidden(query, prepared, extra))  # (..., n_q, n_k, h)
+        grad_v = (grad_scores.unsqueeze(-2) @ z).flatten(0, -2).sum(0, keepdim=True)  # (1, h)
+        return grad_scores.unsqueeze(-1) * self.w_v.weight[0] * (1 - z * z), grad_v
+
 
 class BilinearScore(DotScore):
     """Bilinear score ``e(q, k) = qᵀ M k`` (López et al. (Attention Mechanisms), "Vectors q and k_i

@@ -1,0 +1,130 @@
+"""One LSTMN layer over a whole window as one autograd function: the forward steps through the
+window on preallocated tapes, the backward (back-propagation through time) is written out.
+
+Cheng, Dong & Lapata (2016), "Long Short-Term Memory-Networks for Machine Reading", eqs. 13-16
+(Hasegawa-Johnson (ECE 417 Lecture 21), intra-attention). Step ``t`` of the window reads the
+tape through one masked matmul: the tape lives in one buffer ``[h; c]`` ``(B, L + n, 2H)`` and
+its keys ``W_h h_i`` in ``(B, L + n, A)``, each state projected once as it joins; step ``t``
+scores the first ``W = L + n - 1`` slots with the layer's
+:class:`~attnlab.attention.scoring.AdditiveScore`, row ``t`` of the causal mask
+(:func:`~attnlab.attention.masks.causal_mask`) lets it see the ``L + t`` written ones, and
+``s^t [h; c]`` is one ``(B, 1, W) @ (B, W, 2H)`` matmul. The LSTM cell's input half
+``W_ih x_t + b`` comes in computed for the whole window (``gates_x``), as ``nn.LSTM`` does.
+
+The backward runs the recurrence in reverse, one step at a time (step ``t`` needs the
+gradients of every later step), and keeps only what is sequential inside the loop: the
+gradients of the states, of the gates ``(B, n, 4H)`` and of the queries ``(B, n, A)``. The
+weight gradients are then one matmul each over the whole window (``W_hh``, ``W_h̃`` of the
+queries, ``W_h`` of the keys); ``W_ih``, its biases, ``W_x`` and the embeddings get theirs by
+autograd outside. The additive score's own backward is
+:meth:`~attnlab.attention.scoring.AdditiveScore.hidden_grad`.
+
+Shapes: ``gates_x (B, n, 4H)``, ``inputs`` ``W_x x_t`` ``(B, n, A)``, the tape before the
+window ``h, c (B, L, H)``, ``keys (B, L, A)``, ``summary`` ``h̃`` ``(B, H)`` → the tape after it
+``h, c (B, L + n, H)``, ``keys (B, L + n, A)``, ``summary (B, H)`` and the attention rows
+``(B, n, W)`` (slot ``j`` of row ``t`` is 0 for ``j >= L + t``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.attention.masks import causal_mask
+
+CHUNK = 16  # a step reads the tape's slots in whole chunks of this many
+
+
+def reach(seen: int, width: int) -> int:
+    """How many slots a step that sees the first ``seen`` reads: ``seen`` rounded up to whole
+    :data:`CHUNK` s (the mask blocks the rest), at most ``width``."""
+    return min(width, -(-seen // CHUNK) * CHUNK)
+
+
+class LSTMNWindow(torch.autograd.Function):
+    """``apply(layer, gates_x, inputs, h, c, keys, summary, w_hh, w_q, w_k, w_v)``: see the module
+    doc. ``layer`` is the :class:`~attnlab.models.lstmn.LSTMNLayer` (its ``read`` and ``score``);
+    the weights come in as tensors so that autograd hands their gradients back."""
+
+    @staticmethod
+    def forward(ctx: Any, layer: nn.Module, gates_x: Tensor, inputs: Tensor, h: Tensor, c: Tensor,
+                keys: Tensor, summary: Tensor, w_hh: Tensor, w_q: Tensor, w_k: Tensor,
+                w_v: Tensor) -> tuple[Tensor, ...]:
+        B, n, _ = gates_x.shape  # noqa: N806
+        L, H = h.shape[1], h.shape[2]  # noqa: N806
+        width = L + n - 1  # slots any step of this window reads
+        states = gates_x.new_zeros(B, L + n, 2 * H)  # the tape [h; c]; 0 × unwritten must be 0
+        states[:, :L, :H], states[:, :L, H:] = h, c
+        tape_keys = gates_x.new_zeros(B, L + n, keys.shape[-1])  # W_h h_i
+        tape_keys[:, :L] = keys
+        queries = gates_x.new_empty(B, n + 1, H)  # h̃_{t-1}: the query of step t
+        queries[:, 0] = summary
+        allowed = causal_mask(n, width, device=gates_x.device)  # (n, W): step t sees j < L + t
+        gates = gates_x.new_empty(B, n, 4 * H)  # i, f, g, o after their non-linearities
+        mixed_c = gates_x.new_empty(B, n, H)  # c̃_t
+        rows = gates_x.new_zeros(B, n, width)
+        for t in range(n):
+            w = reach(L + t, width)
+            mix, rows[:, t, :w] = layer.read(tape_keys[:, :w], states[:, :w], queries[:, t],
+                                             inputs[:, t], allowed[t, :w])  # eqs. 13-15
+            h_mix, c_mix = mix[:, :H], mix[:, H:]
+            pre = torch.addmm(gates_x[:, t], h_mix, w_hh.t())  # eq. 16's gates
+            act = pre.sigmoid()
+            act[:, 2 * H : 3 * H] = pre[:, 2 * H : 3 * H].tanh()
+            i, f, g, o = act.chunk(4, 1)
+            c_t = torch.addcmul(f * c_mix, i, g)
+            states[:, L + t, H:] = c_t
+            states[:, L + t, :H] = o * torch.tanh(c_t)
+            tape_keys[:, L + t] = layer.score.prepare(states[:, L + t, :H])
+            queries[:, t + 1], gates[:, t], mixed_c[:, t] = h_mix, act, c_mix
+        ctx.layer, ctx.sizes = layer, (L, H, width)
+        ctx.save_for_backward(inputs, w_hh, w_q, w_k, w_v, states, tape_keys, queries, rows, gates,
+                              mixed_c)
+        ctx.mark_non_differentiable(rows)
+        return (states[..., :H].contiguous(), states[..., H:].contiguous(), tape_keys,
+                queries[:, n].clone(), rows)
+
+    @staticmethod
+    def backward(ctx: Any, d_h: Tensor | None, d_c: Tensor | None, d_keys: Tensor | None,
+                 d_summary: Tensor | None, _rows: Tensor | None) -> tuple[Tensor | None, ...]:
+        inputs, w_hh, w_q, w_k, w_v, states, tape_keys, queries, rows, gates, mixed_c = ctx.saved_tensors
+        (L, H, width), score = ctx.sizes, ctx.layer.score  # noqa: N806
+        B, n = rows.shape[:2]  # noqa: N806
+        d_states = torch.zeros_like(states)  # grows as later steps read earlier slots
+        if d_h is not None:
+            d_states[..., :H] += d_h
+        if d_c is not None:
+            d_states[..., H:] += d_c
+        d_tape_keys = torch.zeros_like(tape_keys) if d_keys is None else d_keys.clone()
+        d_query = torch.zeros_like(queries[:, 0]) if d_summary is None else d_summary.clone()
+        d_gates, d_queries = torch.empty_like(gates), torch.empty_like(inputs)
+        d_w_v = torch.zeros_like(w_v)
+        by_column = states.transpose(1, 2).contiguous()  # (B, 2H, L + n): d s^t as a row-vector product
+        for t in reversed(range(n)):
+            slot, w = L + t, reach(L + t, width)  # every step that reads slot is done: its gradient is whole
+            d_h_t = torch.addmm(d_states[:, slot, :H], d_tape_keys[:, slot], w_k)
+            i, f, g, o = gates[:, t].chunk(4, 1)
+            tanh_c = torch.tanh(states[:, slot, H:])
+            d_c_t = d_states[:, slot, H:] + d_h_t * o * (1 - tanh_c * tanh_c)
+            d_gates[:, t] = torch.cat([d_c_t * g * i * (1 - i), d_c_t * mixed_c[:, t] * f * (1 - f),
+                                       d_c_t * i * (1 - g * g), d_h_t * tanh_c * o * (1 - o)], 1)
+            d_mix = torch.cat([torch.addmm(d_query, d_gates[:, t], w_hh), d_c_t * f], 1)  # (B, 2H)
+            p = rows[:, t, :w]  # (B, w)
+            d_p = torch.bmm(d_mix.unsqueeze(1), by_column[:, :, :w]).squeeze(1)  # eq. 15
+            d_states[:, :w].baddbmm_(p.unsqueeze(-1), d_mix.unsqueeze(1))
+            d_scores = p * (d_p - (p * d_p).sum(-1, keepdim=True))  # eq. 14's softmax
+            d_hidden, d_v = score.hidden_grad(d_scores[:, None], queries[:, t, None],
+                                              tape_keys[:, :w], extra=inputs[:, t, None, None])
+            d_w_v += d_v
+            d_hidden = d_hidden[:, 0]  # (B, w, A); 0 on the slots step t does not see
+            d_tape_keys[:, :w] += d_hidden
+            d_queries[:, t] = d_hidden.sum(1)  # eq. 13: W_h̃ h̃_{t-1} + W_x x_t
+            d_query = d_queries[:, t] @ w_q
+        flat = (lambda x: x.flatten(0, 1))  # noqa: E731
+        d_w_hh = flat(d_gates).t() @ flat(queries[:, 1:])
+        d_w_q = flat(d_queries).t() @ flat(queries[:, :n])
+        d_w_k = flat(d_tape_keys[:, L:]).t() @ flat(states[:, L:, :H])
+        return (None, d_gates, d_queries, d_states[:, :L, :H], d_states[:, :L, H:], d_tape_keys[:, :L],
+                d_query, d_w_hh, d_w_q, d_w_k, d_w_v)
