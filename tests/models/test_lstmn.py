@@ -38,7 +38,7 @@ def test_with_attention_on_the_last_state_it_is_an_lstm(monkeypatch):
     def last_state(self, keys, states, query, step_input, allowed):
         weights = torch.zeros(states.shape[:2], dtype=states.dtype)
         weights[:, int(allowed.sum()) - 1] = 1  # the last slot written
-        return states[:, int(allowed.sum()) - 1], weights
+        return states[:, int(allowed.sum()) - 1], weights, None
 
     monkeypatch.setattr(LSTMNLayer, "read", last_state)
     reference = nn.LSTM(6, 8, batch_first=True)

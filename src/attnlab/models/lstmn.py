@@ -151,14 +151,16 @@ class LSTMNLayer(nn.Module):
         return {"h": zeros, "c": zeros, "keys": self.score.prepare(zeros), "summary": zeros[:, 0]}
 
     def read(self, keys: Tensor, states: Tensor, query: Tensor, step_input: Tensor,
-             allowed: Tensor) -> tuple[Tensor, Tensor]:
+             allowed: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """One step's read of the tape (eqs. 13-15): ``keys`` ``(B, W, A)``, ``states`` ``[h; c]``
         ``(B, W, 2H)``, the query ``h̃_{t-1}`` ``(B, H)``, ``W_x x_t`` ``(B, A)`` and the slots it
-        may see ``(W,)`` → ``([h̃_t; c̃_t] (B, 2H), s^t (B, W))``, 0 on the unseen slots."""
+        may see ``(W,)`` → ``([h̃_t; c̃_t] (B, 2H), s^t (B, W), the score's features (B, 1, W, A))``,
+        ``s^t`` 0 on the unseen slots."""
         extra = step_input[:, None, None]  # (B, 1, 1, A): W_x x_t
-        scores = self.score.score(query.unsqueeze(1), keys, extra=extra)  # (B, 1, W), eq. 13
+        features = self.score.features(query.unsqueeze(1), keys, extra=extra)  # (B, 1, W, A)
+        scores = self.score.w_v(features).squeeze(-1)  # (B, 1, W): eq. 13, AdditiveScore.score
         weights = masked_softmax(scores, allowed, check=False)  # (B, 1, W), eq. 14
-        return torch.bmm(weights, states).squeeze(1), weights.squeeze(1)  # eq. 15
+        return torch.bmm(weights, states).squeeze(1), weights.squeeze(1), features  # eq. 15
 
     def forward(self, x: Tensor, tape: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor], Tensor]:
         """Read ``x`` ``(B, n, D)`` onto ``tape``: ``(outputs (B, n, H), the grown tape, the

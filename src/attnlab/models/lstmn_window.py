@@ -59,72 +59,81 @@ class LSTMNWindow(torch.autograd.Function):
         states[:, :L, :H], states[:, :L, H:] = h, c
         tape_keys = gates_x.new_zeros(B, L + n, keys.shape[-1])  # W_h h_i
         tape_keys[:, :L] = keys
-        queries = gates_x.new_empty(B, n + 1, H)  # h̃_{t-1}: the query of step t
-        queries[:, 0] = summary
         allowed = causal_mask(n, width, device=gates_x.device)  # (n, W): step t sees j < L + t
-        gates = gates_x.new_empty(B, n, 4 * H)  # i, f, g, o after their non-linearities
-        mixed_c = gates_x.new_empty(B, n, H)  # c̃_t
-        rows = gates_x.new_zeros(B, n, width)
+        queries, rows, features, gates, mixed = [summary], [], [], [], []  # one entry a step
         for t in range(n):
             w = reach(L + t, width)
-            mix, rows[:, t, :w] = layer.read(tape_keys[:, :w], states[:, :w], queries[:, t],
-                                             inputs[:, t], allowed[t, :w])  # eqs. 13-15
-            h_mix, c_mix = mix[:, :H], mix[:, H:]
-            pre = torch.addmm(gates_x[:, t], h_mix, w_hh.t())  # eq. 16's gates
+            mix, p, z = layer.read(tape_keys[:, :w], states[:, :w], queries[t], inputs[:, t],
+                                   allowed[t, :w])  # eqs. 13-15: [h̃_t; c̃_t], s^t, tanh(...)
+            pre = torch.addmm(gates_x[:, t], mix[:, :H], w_hh.t())  # eq. 16's gates
             act = pre.sigmoid()
-            act[:, 2 * H : 3 * H] = pre[:, 2 * H : 3 * H].tanh()
+            act[:, 2 * H : 3 * H] = pre[:, 2 * H : 3 * H].mul_(2).sigmoid_().mul_(2).sub_(1)  # tanh
             i, f, g, o = act.chunk(4, 1)
-            c_t = torch.addcmul(f * c_mix, i, g)
-            states[:, L + t, H:] = c_t
-            states[:, L + t, :H] = o * torch.tanh(c_t)
-            tape_keys[:, L + t] = layer.score.prepare(states[:, L + t, :H])
-            queries[:, t + 1], gates[:, t], mixed_c[:, t] = h_mix, act, c_mix
-        ctx.layer, ctx.sizes = layer, (L, H, width)
-        ctx.save_for_backward(inputs, w_hh, w_q, w_k, w_v, states, tape_keys, queries, rows, gates,
-                              mixed_c)
-        ctx.mark_non_differentiable(rows)
-        return (states[..., :H].contiguous(), states[..., H:].contiguous(), tape_keys,
-                queries[:, n].clone(), rows)
+            c_t = torch.addcmul(f * mix[:, H:], i, g, out=states[:, L + t, H:])
+            h_t = torch.mul(o, torch.sigmoid(2 * c_t).mul_(2).sub_(1), out=states[:, L + t, :H])
+            tape_keys[:, L + t] = layer.score.prepare(h_t)
+            queries.append(mix[:, :H])
+            rows.append(p)
+            features.append(z)
+            gates.append(act)
+            mixed.append(mix)
+        square = gates_x.new_zeros(B, n, width)
+        for t, p in enumerate(rows):
+            square[:, t, : p.shape[-1]] = p
+        ctx.layer, ctx.sizes, ctx.steps = layer, (L, H), (rows, features, gates, mixed)
+        read_by = gates_x.new_zeros(B, L + n, n)  # slot j was read by step t with weight [j, t]
+        read_by[:, :width] = square.transpose(1, 2)
+        ctx.save_for_backward(inputs, w_hh, w_q, w_k, states, tape_keys, torch.stack(queries, 1), read_by)
+        ctx.mark_non_differentiable(square)
+        return (states[..., :H].contiguous(), states[..., H:].contiguous(), tape_keys.clone(),
+                queries[n].clone(), square)
 
     @staticmethod
     def backward(ctx: Any, d_h: Tensor | None, d_c: Tensor | None, d_keys: Tensor | None,
                  d_summary: Tensor | None, _rows: Tensor | None) -> tuple[Tensor | None, ...]:
-        inputs, w_hh, w_q, w_k, w_v, states, tape_keys, queries, rows, gates, mixed_c = ctx.saved_tensors
-        (L, H, width), score = ctx.sizes, ctx.layer.score  # noqa: N806
-        B, n = rows.shape[:2]  # noqa: N806
-        d_states = torch.zeros_like(states)  # grows as later steps read earlier slots
+        inputs, w_hh, w_q, w_k, states, tape_keys, queries, read_by = ctx.saved_tensors
+        (L, H), score = ctx.sizes, ctx.layer.score  # noqa: N806
+        rows, features, gates, mixed = ctx.steps
+        n = len(rows)
+        d_states = torch.zeros_like(states)  # from outside; the reads' part is read_by @ d_mixes
         if d_h is not None:
             d_states[..., :H] += d_h
         if d_c is not None:
             d_states[..., H:] += d_c
+        d_mixes = torch.zeros(states.shape[0], n, 2 * H, dtype=states.dtype)  # d [h̃_t; c̃_t]
         d_tape_keys = torch.zeros_like(tape_keys) if d_keys is None else d_keys.clone()
         d_query = torch.zeros_like(queries[:, 0]) if d_summary is None else d_summary.clone()
-        d_gates, d_queries = torch.empty_like(gates), torch.empty_like(inputs)
-        d_w_v = torch.zeros_like(w_v)
+        d_gates, d_queries, d_w_v = [], [], 0
         by_column = states.transpose(1, 2).contiguous()  # (B, 2H, L + n): d s^t as a row-vector product
         for t in reversed(range(n)):
-            slot, w = L + t, reach(L + t, width)  # every step that reads slot is done: its gradient is whole
-            d_h_t = torch.addmm(d_states[:, slot, :H], d_tape_keys[:, slot], w_k)
-            i, f, g, o = gates[:, t].chunk(4, 1)
-            tanh_c = torch.tanh(states[:, slot, H:])
-            d_c_t = d_states[:, slot, H:] + d_h_t * o * (1 - tanh_c * tanh_c)
-            d_gates[:, t] = torch.cat([d_c_t * g * i * (1 - i), d_c_t * mixed_c[:, t] * f * (1 - f),
-                                       d_c_t * i * (1 - g * g), d_h_t * tanh_c * o * (1 - o)], 1)
-            d_mix = torch.cat([torch.addmm(d_query, d_gates[:, t], w_hh), d_c_t * f], 1)  # (B, 2H)
-            p = rows[:, t, :w]  # (B, w)
+            slot = L + t  # every step that reads this slot is done: its gradient is whole
+            d_slot = d_states[:, slot] + torch.bmm(read_by[:, slot, None, t + 1 :], d_mixes[:, t + 1 :])[:, 0]
+            d_h_t = torch.addmm(d_slot[:, :H], d_tape_keys[:, slot], w_k)
+            i, f, g, o = gates[t].chunk(4, 1)
+            tanh_c = torch.sigmoid(2 * states[:, slot, H:]).mul_(2).sub_(1)
+            d_c_t = d_slot[:, H:] + d_h_t * o * (1 - tanh_c * tanh_c)
+            d_act = torch.cat([d_c_t * g, d_c_t * mixed[t][:, H:], d_c_t * i, d_h_t * tanh_c], 1)
+            slope = gates[t] * (1 - gates[t])  # σ' = σ (1 - σ); tanh' = 1 - tanh² for g
+            slope[:, 2 * H : 3 * H] = 1 - g * g
+            d_gates.append(d_act * slope)
+            d_mix = d_mixes[:, t]  # (B, 2H)
+            torch.addmm(d_query, d_gates[-1], w_hh, out=d_mix[:, :H])
+            torch.mul(d_c_t, f, out=d_mix[:, H:])
+            p = rows[t]  # (B, w)
+            w = p.shape[-1]
             d_p = torch.bmm(d_mix.unsqueeze(1), by_column[:, :, :w]).squeeze(1)  # eq. 15
-            d_states[:, :w].baddbmm_(p.unsqueeze(-1), d_mix.unsqueeze(1))
             d_scores = p * (d_p - (p * d_p).sum(-1, keepdim=True))  # eq. 14's softmax
-            d_hidden, d_v = score.hidden_grad(d_scores[:, None], queries[:, t, None],
-                                              tape_keys[:, :w], extra=inputs[:, t, None, None])
-            d_w_v += d_v
+            d_hidden, d_v = score.hidden_grad(d_scores.unsqueeze(1), features[t])  # eq. 13
+            d_w_v = d_w_v + d_v
             d_hidden = d_hidden[:, 0]  # (B, w, A); 0 on the slots step t does not see
             d_tape_keys[:, :w] += d_hidden
-            d_queries[:, t] = d_hidden.sum(1)  # eq. 13: W_h̃ h̃_{t-1} + W_x x_t
-            d_query = d_queries[:, t] @ w_q
+            d_queries.append(d_hidden.sum(1))  # W_h̃ h̃_{t-1} + W_x x_t
+            d_query = d_queries[-1] @ w_q
+        d_gates, d_queries = torch.stack(d_gates[::-1], 1), torch.stack(d_queries[::-1], 1)
         flat = (lambda x: x.flatten(0, 1))  # noqa: E731
         d_w_hh = flat(d_gates).t() @ flat(queries[:, 1:])
         d_w_q = flat(d_queries).t() @ flat(queries[:, :n])
         d_w_k = flat(d_tape_keys[:, L:]).t() @ flat(states[:, L:, :H])
-        return (None, d_gates, d_queries, d_states[:, :L, :H], d_states[:, :L, H:], d_tape_keys[:, :L],
+        d_before = d_states[:, :L] + read_by[:, :L] @ d_mixes  # (B, L, 2H): the tape carried in
+        return (None, d_gates, d_queries, d_before[..., :H], d_before[..., H:], d_tape_keys[:, :L],
                 d_query, d_w_hh, d_w_q, d_w_k, d_w_v)

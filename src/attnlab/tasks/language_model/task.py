@@ -216,8 +216,9 @@ class LanguageModelTask(Task):
         ev = self.recipe.eval
         final = full_val_loss(model, self.val_ids, self.recipe.data.block_size)
         pipeline = LanguageModelPipeline(model, self.tokenizer)
+        prompt = sample_prompt(self.tokenizer, self.val_text)
         text = pipeline.generate(
-            sample_prompt(self.tokenizer, self.val_text), ev.sample_chars, temperature=ev.temperature, top_k=ev.top_k, seed=ev.sample_seed
+            prompt, ev.sample_chars, temperature=ev.temperature, top_k=ev.top_k, seed=ev.sample_seed
         )[: ev.sample_chars]
         picture = None
         if pipeline.draws_attention:  # an LSTM has none
