@@ -16,6 +16,8 @@ The gates are exactly an LSTM cell's, with ``(h̃_t, c̃_t)`` in place of ``(h_{
 so each step is ``torch.nn.LSTMCell(x_t, (h̃_t, c̃_t))``. The tape starts with one zero state
 (what an LSTM starts from), so the first step of an LSTMN is the first step of an LSTM. Step
 ``t`` attends over ``t`` entries: O(t) work a step, O(T²) a window, against the LSTM's O(T).
+A layer reads a whole window through :class:`~attnlab.models.lstmn_window.LSTMNWindow`: the
+tape preallocated, one masked matmul a step, back-propagation through time written out.
 
 Both are decoder-only models on the seam of :class:`~attnlab.models.GPT`: ``forward(idx, *,
 cache=None)`` → logits ``(B, n, V)``, ``new_cache()`` (a :class:`StateCache` with the states
