@@ -67,10 +67,10 @@ class LSTMNWindow(torch.autograd.Function):
                                    allowed[t, :w])  # eqs. 13-15: [h̃_t; c̃_t], s^t, tanh(...)
             pre = torch.addmm(gates_x[:, t], mix[:, :H], w_hh.t())  # eq. 16's gates
             act = pre.sigmoid()
-            act[:, 2 * H : 3 * H] = pre[:, 2 * H : 3 * H].mul_(2).sigmoid_().mul_(2).sub_(1)  # tanh
+            act[:, 2 * H : 3 * H] = pre[:, 2 * H : 3 * H].tanh()
             i, f, g, o = act.chunk(4, 1)
             c_t = torch.addcmul(f * mix[:, H:], i, g, out=states[:, L + t, H:])
-            h_t = torch.mul(o, torch.sigmoid(2 * c_t).mul_(2).sub_(1), out=states[:, L + t, :H])
+            h_t = torch.mul(o, torch.tanh(c_t), out=states[:, L + t, :H])
             tape_keys[:, L + t] = layer.score.prepare(h_t)
             queries.append(mix[:, :H])
             rows.append(p)
@@ -110,7 +110,7 @@ class LSTMNWindow(torch.autograd.Function):
             d_slot = d_states[:, slot] + torch.bmm(read_by[:, slot, None, t + 1 :], d_mixes[:, t + 1 :])[:, 0]
             d_h_t = torch.addmm(d_slot[:, :H], d_tape_keys[:, slot], w_k)
             i, f, g, o = gates[t].chunk(4, 1)
-            tanh_c = torch.sigmoid(2 * states[:, slot, H:]).mul_(2).sub_(1)
+            tanh_c = torch.tanh(states[:, slot, H:])
             d_c_t = d_slot[:, H:] + d_h_t * o * (1 - tanh_c * tanh_c)
             d_act = torch.cat([d_c_t * g, d_c_t * mixed[t][:, H:], d_c_t * i, d_h_t * tanh_c], 1)
             slope = gates[t] * (1 - gates[t])  # σ' = σ (1 - σ); tanh' = 1 - tanh² for g
