@@ -8,9 +8,11 @@ import pytest
 import torch
 from torch import nn
 
+import attnlab.attention.linear as linear_module
 import attnlab.models.lstmn as lstmn_module
 import attnlab.models.lstmn_window as lstmn_window
 from attnlab.attention import AdditiveScore, masked_softmax
+from attnlab.attention.linear import packing_available
 from attnlab.generation import greedy_search
 from attnlab.models import LSTMLM, LSTMN, LSTMConfig, LSTMNConfig, load_pretrained
 from attnlab.models.lstmn import LSTMNLayer
@@ -198,3 +200,26 @@ def test_errors_name_the_bad_value():
         LSTMConfig(V, dropout=2.0)
     with pytest.raises(ValueError, match="idx must be token ids < vocab_size=20"):
         lstmn()(torch.tensor([[V]]))
+
+
+@pytest.mark.skipif(not packing_available(torch.float32), reason="this torch has no oneDNN prepacked product")
+def test_the_window_through_onednns_prepacked_products_equals_the_per_step_loop(monkeypatch):
+    """In float32 the products by W_hh and the window's weight gradients go through oneDNN where
+    it is worth it; packed at every size here, values and gradients match the per-step loop."""
+    monkeypatch.setattr(linear_module, "worth_packing", lambda x, weights: True)
+    packed = []
+    monkeypatch.setattr(lstmn_window, "product",
+                        lambda x, w, p: packed.append(p is not None) or linear_module.product(x, w, p))
+    torch.manual_seed(2)
+    layer = LSTMNLayer(6, 8, 5)
+    x = torch.randn(4, 9, 6, requires_grad=True)
+    out, grown, _ = layer(x, layer.empty_tape(x))
+    tape = layer.empty_tape(x)
+    ref_out, _, _ = _per_step_layer(layer, x, {k: tape[k] for k in ("h", "c", "keys")}, tape["summary"])
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-4)
+    probe = torch.randn_like(out)
+    wrt = [x, *layer.parameters()]
+    for got, expected in zip(torch.autograd.grad((out * probe).sum(), wrt),
+                             torch.autograd.grad((ref_out * probe).sum(), wrt), strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+    assert packed and all(packed)  # every step's product by W_hh, forward and backward

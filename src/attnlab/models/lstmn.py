@@ -171,11 +171,11 @@ class LSTMNLayer(nn.Module):
         cell, dtype = self.cell, self.cell.weight_hh.dtype
         with torch.autocast(x.device.type, enabled=False):
             x = x.to(dtype)
-            gates_x = torch.addmm(cell.bias_ih + cell.bias_hh, x.flatten(0, 1), cell.weight_ih.t())
             inputs = self.w_x(x)  # (B, n, A): W_x x_t for every step at once
             found = LSTMNWindow.apply(
-                self, gates_x.view(*x.shape[:2], -1), inputs, *(tape[k].to(dtype) for k in TAPE),
-                cell.weight_hh, self.score.w_q.weight, self.score.w_k.weight, self.score.w_v.weight,
+                self, x, inputs, *(tape[k].to(dtype) for k in TAPE), cell.weight_ih,
+                cell.bias_ih + cell.bias_hh, cell.weight_hh, self.score.w_q.weight, self.score.w_k.weight,
+                self.score.w_v.weight,
             )
         grown = dict(zip(TAPE, found[:4], strict=True))
         start = tape["h"].shape[1]

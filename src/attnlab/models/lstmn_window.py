@@ -9,17 +9,20 @@ scores the first ``W = L + n - 1`` slots with the layer's
 :class:`~attnlab.attention.scoring.AdditiveScore`, row ``t`` of the causal mask
 (:func:`~attnlab.attention.masks.causal_mask`) lets it see the ``L + t`` written ones, and
 ``s^t [h; c]`` is one ``(B, 1, W) @ (B, W, 2H)`` matmul. The LSTM cell's input half
-``W_ih x_t + b`` comes in computed for the whole window (``gates_x``), as ``nn.LSTM`` does.
+``W_ih x_t + b`` is one product for the whole window, as ``nn.LSTM`` does.
 
 The backward runs the recurrence in reverse, one step at a time (step ``t`` needs the
 gradients of every later step), and keeps only what is sequential inside the loop: the
 gradients of the states, of the gates ``(B, n, 4H)`` and of the queries ``(B, n, A)``. The
-weight gradients are then one matmul each over the whole window (``W_hh``, ``W_h̃`` of the
-queries, ``W_h`` of the keys); ``W_ih``, its biases, ``W_x`` and the embeddings get theirs by
-autograd outside. The additive score's own backward is
-:meth:`~attnlab.attention.scoring.AdditiveScore.hidden_grad`.
+weight gradients are then one product each over the whole window (``W_ih``, ``W_hh``, ``W_h̃``
+of the queries, ``W_h`` of the keys); ``W_x`` and the embeddings get theirs by autograd
+outside. The additive score's own backward is
+:meth:`~attnlab.attention.scoring.AdditiveScore.hidden_grad`. The products by ``W_hh`` at every
+step and the window's products go through oneDNN's prepacked inner product where it is faster
+(:func:`~attnlab.attention.linear.prepack`, :func:`~attnlab.attention.linear.gemm`), as
+``nn.LSTM`` itself runs on oneDNN.
 
-Shapes: ``gates_x (B, n, 4H)``, ``inputs`` ``W_x x_t`` ``(B, n, A)``, the tape before the
+Shapes: ``x (B, n, D)``, ``inputs`` ``W_x x_t`` ``(B, n, A)``, the tape before the
 window ``h, c (B, L, H)``, ``keys (B, L, A)``, ``summary`` ``h̃`` ``(B, H)`` → the tape after it
 ``h, c (B, L + n, H)``, ``keys (B, L + n, A)``, ``summary (B, H)`` and the attention rows
 ``(B, n, W)`` (slot ``j`` of row ``t`` is 0 for ``j >= L + t``).
@@ -32,6 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from attnlab.attention.linear import gemm, prepack, product
 from attnlab.attention.masks import causal_mask
 
 CHUNK = 16  # a step reads the tape's slots in whole chunks of this many
@@ -44,15 +48,16 @@ def reach(seen: int, width: int) -> int:
 
 
 class LSTMNWindow(torch.autograd.Function):
-    """``apply(layer, gates_x, inputs, h, c, keys, summary, w_hh, w_q, w_k, w_v)``: see the module
+    """``apply(layer, x, inputs, h, c, keys, summary, w_ih, bias, w_hh, w_q, w_k, w_v)``: see the module
     doc. ``layer`` is the :class:`~attnlab.models.lstmn.LSTMNLayer` (its ``read`` and ``score``);
     the weights come in as tensors so that autograd hands their gradients back."""
 
     @staticmethod
-    def forward(ctx: Any, layer: nn.Module, gates_x: Tensor, inputs: Tensor, h: Tensor, c: Tensor,
-                keys: Tensor, summary: Tensor, w_hh: Tensor, w_q: Tensor, w_k: Tensor,
-                w_v: Tensor) -> tuple[Tensor, ...]:
-        B, n, _ = gates_x.shape  # noqa: N806
+    def forward(ctx: Any, layer: nn.Module, x: Tensor, inputs: Tensor, h: Tensor, c: Tensor,
+                keys: Tensor, summary: Tensor, w_ih: Tensor, bias: Tensor, w_hh: Tensor, w_q: Tensor,
+                w_k: Tensor, w_v: Tensor) -> tuple[Tensor, ...]:
+        B, n, _ = x.shape  # noqa: N806
+        gates_x = gemm(x.flatten(0, 1), w_ih.t()).add_(bias).view(B, n, -1)  # W_ih x_t + b, every t
         L, H = h.shape[1], h.shape[2]  # noqa: N806
         width = L + n - 1  # slots any step of this window reads
         states = gates_x.new_zeros(B, L + n, 2 * H)  # the tape [h; c]; 0 × unwritten must be 0
@@ -61,11 +66,12 @@ class LSTMNWindow(torch.autograd.Function):
         tape_keys[:, :L] = keys
         allowed = causal_mask(n, width, device=gates_x.device)  # (n, W): step t sees j < L + t
         queries, rows, features, gates, mixed = [summary], [], [], [], []  # one entry a step
+        packed = prepack(w_hh, summary)  # W_hh in oneDNN's layout where that is faster
         for t in range(n):
             w = reach(L + t, width)
             mix, p, z = layer.read(tape_keys[:, :w], states[:, :w], queries[t], inputs[:, t],
                                    allowed[t, :w])  # eqs. 13-15: [h̃_t; c̃_t], s^t, tanh(...)
-            pre = torch.addmm(gates_x[:, t], mix[:, :H], w_hh.t())  # eq. 16's gates
+            pre = product(mix[:, :H], w_hh, packed).add_(gates_x[:, t])  # eq. 16's gates
             act = pre.sigmoid()
             act[:, 2 * H : 3 * H] = pre[:, 2 * H : 3 * H].tanh()
             i, f, g, o = act.chunk(4, 1)
@@ -83,7 +89,8 @@ class LSTMNWindow(torch.autograd.Function):
         ctx.layer, ctx.sizes, ctx.steps = layer, (L, H), (rows, features, gates, mixed)
         read_by = gates_x.new_zeros(B, L + n, n)  # slot j was read by step t with weight [j, t]
         read_by[:, :width] = square.transpose(1, 2)
-        ctx.save_for_backward(inputs, w_hh, w_q, w_k, states, tape_keys, torch.stack(queries, 1), read_by)
+        ctx.save_for_backward(x, inputs, w_ih, w_hh, w_q, w_k, states, tape_keys, torch.stack(queries, 1),
+                              read_by)
         ctx.mark_non_differentiable(square)
         return (states[..., :H].contiguous(), states[..., H:].contiguous(), tape_keys.clone(),
                 queries[n].clone(), square)
@@ -91,7 +98,7 @@ class LSTMNWindow(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, d_h: Tensor | None, d_c: Tensor | None, d_keys: Tensor | None,
                  d_summary: Tensor | None, _rows: Tensor | None) -> tuple[Tensor | None, ...]:
-        inputs, w_hh, w_q, w_k, states, tape_keys, queries, read_by = ctx.saved_tensors
+        x, inputs, w_ih, w_hh, w_q, w_k, states, tape_keys, queries, read_by = ctx.saved_tensors
         (L, H), score = ctx.sizes, ctx.layer.score  # noqa: N806
         rows, features, gates, mixed = ctx.steps
         n = len(rows)
@@ -105,6 +112,8 @@ class LSTMNWindow(torch.autograd.Function):
         d_query = torch.zeros_like(queries[:, 0]) if d_summary is None else d_summary.clone()
         d_gates, d_queries, d_w_v = [], [], 0
         by_column = states.transpose(1, 2).contiguous()  # (B, 2H, L + n): d s^t as a row-vector product
+        w_hh_t = w_hh.t().contiguous()  # (H, 4H): d h̃ = d gates W_hh
+        packed = prepack(w_hh_t, d_query)
         for t in reversed(range(n)):
             slot = L + t  # every step that reads this slot is done: its gradient is whole
             d_slot = d_states[:, slot] + torch.bmm(read_by[:, slot, None, t + 1 :], d_mixes[:, t + 1 :])[:, 0]
@@ -117,7 +126,7 @@ class LSTMNWindow(torch.autograd.Function):
             slope[:, 2 * H : 3 * H] = 1 - g * g
             d_gates.append(d_act * slope)
             d_mix = d_mixes[:, t]  # (B, 2H)
-            torch.addmm(d_query, d_gates[-1], w_hh, out=d_mix[:, :H])
+            torch.add(d_query, product(d_gates[-1], w_hh_t, packed), out=d_mix[:, :H])
             torch.mul(d_c_t, f, out=d_mix[:, H:])
             p = rows[t]  # (B, w)
             w = p.shape[-1]
@@ -130,10 +139,12 @@ class LSTMNWindow(torch.autograd.Function):
             d_queries.append(d_hidden.sum(1))  # W_h̃ h̃_{t-1} + W_x x_t
             d_query = d_queries[-1] @ w_q
         d_gates, d_queries = torch.stack(d_gates[::-1], 1), torch.stack(d_queries[::-1], 1)
-        flat = (lambda x: x.flatten(0, 1))  # noqa: E731
-        d_w_hh = flat(d_gates).t() @ flat(queries[:, 1:])
+        flat = (lambda m: m.flatten(0, 1))  # noqa: E731
+        d_g = flat(d_gates)  # (B n, 4H)
+        d_x = gemm(d_g, w_ih).view_as(x)
+        d_w_ih, d_w_hh = gemm(d_g.t(), flat(x)), gemm(d_g.t(), flat(queries[:, 1:]))
         d_w_q = flat(d_queries).t() @ flat(queries[:, :n])
         d_w_k = flat(d_tape_keys[:, L:]).t() @ flat(states[:, L:, :H])
         d_before = d_states[:, :L] + read_by[:, :L] @ d_mixes  # (B, L, 2H): the tape carried in
-        return (None, d_gates, d_queries, d_before[..., :H], d_before[..., H:], d_tape_keys[:, :L],
-                d_query, d_w_hh, d_w_q, d_w_k, d_w_v)
+        return (None, d_x, d_queries, d_before[..., :H], d_before[..., H:], d_tape_keys[:, :L], d_query,
+                d_w_ih, d_g.sum(0), d_w_hh, d_w_q, d_w_k, d_w_v)
