@@ -107,7 +107,7 @@ class LSTMNWindow(torch.autograd.Function):
             d_states[..., :H] += d_h
         if d_c is not None:
             d_states[..., H:] += d_c
-        d_mixes = torch.zeros(states.shape[0], n, 2 * H, dtype=states.dtype)  # d [h̃_t; c̃_t]
+        d_mixes = states.new_zeros(states.shape[0], n, 2 * H)  # d [h̃_t; c̃_t]
         d_tape_keys = torch.zeros_like(tape_keys) if d_keys is None else d_keys.clone()
         d_query = torch.zeros_like(queries[:, 0]) if d_summary is None else d_summary.clone()
         d_gates, d_queries, d_w_v = [], [], 0
