@@ -1,6 +1,7 @@
 """Training speed of the three translators side by side, and what bf16 and fused RNNs buy.
 
-    ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/rnn_speed.py [--rounds 3] [--batches 4]
+    ATTNLAB_DATA=../shared/data .venv/bin/python benchmarks/rnn_speed.py [--rounds 3] [--batches 4] \
+        [--only translators|lm] [--threads N]
 
 (a) One optimizer step (Adam, clipping 1.0, label smoothing 0.1) on each of ``--batches`` real
     Multi30k de→en batches (the recipes' 4,096-token budget) for the models of
@@ -14,6 +15,11 @@
     float32 and bf16; both get the same embedded batch (no dropout, no id checks). The decoder
     cannot be fused: its input at step i depends on the alignment
     computed from s_{i-1}.
+(c) One training step (AdamW, clipping 1.0, the recipes' windows of real text) of the LSTM and
+    the LSTMN language models at equal parameters: ``configs/shakespeare_lstm.toml`` against
+    ``shakespeare_lstmn.toml`` (characters, where the recurrence is the whole cost) and
+    ``kjv_lstm.toml`` against ``kjv_lstmn.toml`` (words, where the 12.5 k-word output layer is
+    most of it); ms a step and the LSTMN's time over the LSTM's (``nn.LSTM``, fused).
 """
 
 from __future__ import annotations
@@ -30,15 +36,19 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from attnlab.data import TokenBatchSampler, TranslationDataset, load_multi30k, train_bpe  # noqa: E402
+from attnlab.data import LMDataset, TokenBatchSampler, TranslationDataset, load_multi30k, train_bpe  # noqa: E402
 from attnlab.measure import footprint as _footprint  # noqa: E402
 from attnlab.measure import machine as _machine  # noqa: E402
 from attnlab.measure import timing as _timing  # noqa: E402
 from attnlab.runtime import keep_freed_memory  # noqa: E402
 from attnlab.tasks import load_recipe  # noqa: E402
+from attnlab.tasks.language_model import LMRecipe, lm_loss  # noqa: E402
+from attnlab.tasks.language_model.task import prepare_corpus  # noqa: E402
 from attnlab.tasks.translation.recipe import TranslationRecipe  # noqa: E402
 from attnlab.training import label_smoothed_cross_entropy, make_optimizer  # noqa: E402
 
+LM_PAIRS = {"tinyshakespeare, characters": ("shakespeare_lstm.toml", "shakespeare_lstmn.toml"),
+            "King James Bible, words": ("kjv_lstm.toml", "kjv_lstmn.toml")}
 RECIPES = {
     "Transformer": "multi30k_de_en.toml",
     "Bahdanau (additive)": "multi30k_bahdanau.toml",
@@ -110,14 +120,60 @@ def encoder_passes(model: nn.Module, batches: list, fused: bool, bf16: bool):
     return run
 
 
+def lm_step(file: str, count: int) -> tuple[nn.Module, object]:
+    """The model of recipe ``file`` and a function making one optimizer step on each of
+    ``count`` windows batches of its text."""
+    recipe = LMRecipe.from_dict(load_recipe(ROOT / "configs" / file))
+    corpus = prepare_corpus(recipe.data, None, progress=False)
+    torch.manual_seed(0)
+    model = recipe.model.build_model(vocab_size=corpus.tokenizer.vocab_size)
+    windows = LMDataset(corpus.tokens("train"), recipe.data.block_size, seed=0)
+    batches = [windows.get_batch(recipe.data.batch_size) for _ in range(count)]
+    o = recipe.optim
+    optimizer = make_optimizer(model, "adamw", lr=o.lr, weight_decay=o.weight_decay, betas=tuple(o.betas),
+                               decay_embeddings=o.decay_embeddings)
+
+    def steps() -> None:
+        for batch in batches:
+            optimizer.zero_grad(set_to_none=True)
+            loss, tokens = lm_loss(model, batch)
+            (loss / tokens).backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+
+    return model, steps
+
+
+def lm_steps(rounds: int, count: int) -> None:
+    """(c): the LSTM and the LSTMN of each pair, interleaved; the LSTMN's time over the LSTM's."""
+    print("| corpus | model | parameters | ms a step | LSTMN / LSTM |\n|---|---|---:|---:|---:|")
+    for corpus, files in LM_PAIRS.items():
+        (lstm, lstm_steps), (lstmn, lstmn_steps) = (lm_step(file, count) for file in files)
+        times = _timing.time_interleaved({"lstm": lstm_steps, "lstmn": lstmn_steps}, rounds=rounds)
+        for name, model in (("lstm", lstm), ("lstmn", lstmn)):
+            ratio = f"{_timing.paired_ratio(times['lstmn'], times['lstm']):.2f}" if name == "lstmn" else "1"
+            print(f"| {corpus} | {name.upper()} | {model.num_parameters():,} "
+                  f"| {1e3 * _timing.median(times[name]) / count:,.1f} | {ratio} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--batches", type=int, default=4)
+    p.add_argument("--only", choices=("translators", "lm"), default=None, help="(a) and (b), or (c)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = p.parse_args(argv)
+    if args.threads is not None:
+        if args.threads < 1:
+            p.error(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
     keep_freed_memory()
     _footprint.report_at_exit()
     print(_machine.header(), flush=True)
+    if args.only != "translators":
+        lm_steps(args.rounds, args.batches)
+    if args.only == "lm":
+        return 0
     batches, models = batches_and_models(args.batches)
     tokens = sum(int((b.src != 0).sum()) + b.num_tokens for b in batches)
     print(f"{len(batches)} batches, {tokens:,} real tokens (source + target)\n", flush=True)

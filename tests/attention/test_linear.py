@@ -149,3 +149,26 @@ def test_small_float32_weights_keep_f_linear_where_it_is_faster(dtype, size, row
     tol = 0.05 if dtype == torch.bfloat16 else 1e-4
     torch.testing.assert_close(out.double(), F.linear(x.double(), layer.weight.double(), layer.bias.double()),
                                atol=tol, rtol=tol)
+
+
+@needs_packing
+@pytest.mark.parametrize(("m", "k", "n"), [(16, 256, 320), (300, 512, 160)])
+def test_prepack_product_and_gemm_equal_the_float64_product(m, k, n):
+    """The recurrence's products (the LSTMN's window): ``product`` through ``prepack`` and
+    ``gemm`` (a transposed view as the left factor, as a weight gradient takes it)."""
+    torch.manual_seed(0)
+    x, weight, a = torch.randn(m, k), torch.randn(n, k), torch.randn(k, m).t()
+    packed = linear_module.prepack(weight, x)
+    assert packed is not None  # 8 rows or more and n · k >= 2^16 weights
+    expected = (x.double() @ weight.double().t()).float()
+    torch.testing.assert_close(linear_module.product(x, weight, packed), expected, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(linear_module.gemm(a, weight.t()), (a.double() @ weight.double().t()).float(),
+                               atol=1e-4, rtol=1e-5)
+
+
+def test_prepack_declines_where_the_plain_product_is_faster_and_product_then_is_f_linear():
+    x, small = torch.randn(16, 8), torch.randn(8, 8)
+    assert linear_module.prepack(small, x) is None  # 64 weights: F.linear
+    assert linear_module.prepack(small.double(), x.double()) is None  # float64: no packed product
+    torch.testing.assert_close(linear_module.product(x, small, None), F.linear(x, small), rtol=0, atol=0)
+    torch.testing.assert_close(linear_module.gemm(x, small), x @ small, rtol=0, atol=0)

@@ -186,6 +186,22 @@ def test_gradcheck_scores():
     assert torch.autograd.gradcheck(score, (q, k))
 
 
+def test_the_additive_scores_hidden_grad_is_autograds():
+    """``hidden_grad`` (the backward a model writes itself, the LSTMN's window) against autograd
+    in float64: the gradient of the hidden sum (so of ``W_q q``, ``extra``, ``W_k k``) and of ``w_v``."""
+    torch.manual_seed(0)
+    score = AdditiveScore(3, 5, 4).double()
+    q, prepared, extra = rand(2, 3, 3, seed=30), rand(2, 6, 4, seed=31), rand(2, 3, 1, 4, seed=32)
+    hidden = score.hidden(q, prepared, extra).requires_grad_()  # (2, 3, 6, 4)
+    grad_scores = rand(2, 3, 6, seed=33)
+    scores = score.w_v(torch.tanh(hidden)).squeeze(-1)
+    expected = torch.autograd.grad(scores, [hidden, score.w_v.weight], grad_scores)
+    got = score.hidden_grad(grad_scores, score.features(q, prepared, extra))
+    torch.testing.assert_close(scores, score.score(q, prepared, extra=extra), rtol=1e-12, atol=1e-12)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
 def additive(q, k):
     return AdditiveScore(3, 5, 4).double()(q, k)
 

@@ -8,8 +8,11 @@ import pytest
 import torch
 from torch import nn
 
+import attnlab.attention.linear as linear_module
 import attnlab.models.lstmn as lstmn_module
+import attnlab.models.lstmn_window as lstmn_window
 from attnlab.attention import AdditiveScore, masked_softmax
+from attnlab.attention.linear import packing_available
 from attnlab.generation import greedy_search
 from attnlab.models import LSTMLM, LSTMN, LSTMConfig, LSTMNConfig, load_pretrained
 from attnlab.models.lstmn import LSTMNLayer
@@ -34,12 +37,12 @@ def test_with_attention_on_the_last_state_it_is_an_lstm(monkeypatch):
     LSTMN must equal nn.LSTM with the same weights (<= 1e-5)."""
     model = lstmn()
 
-    def last_state(self, tape, query):
-        weights = torch.zeros(tape["h"].shape[:2])
-        weights[:, -1] = 1
-        return tape["h"][:, -1], tape["c"][:, -1], weights
+    def last_state(self, keys, states, query, step_input, allowed):
+        weights = torch.zeros(states.shape[:2], dtype=states.dtype)
+        weights[:, int(allowed.sum()) - 1] = 1  # the last slot written
+        return states[:, int(allowed.sum()) - 1], weights, None
 
-    monkeypatch.setattr(LSTMNLayer, "summary", last_state)
+    monkeypatch.setattr(LSTMNLayer, "read", last_state)
     reference = nn.LSTM(6, 8, batch_first=True)
     cell = model.layers[0].cell
     for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
@@ -75,26 +78,81 @@ def test_equals_a_float64_recomputation_of_eqs_13_to_16():
 
 def test_eq_13_is_the_additive_score_and_eq_14_the_masked_softmax(monkeypatch):
     """The LSTMN scores its tape with the one additive score (query ``h̃_{t-1}``, the tape's
-    keys prepared once, ``W_x x_t`` its extra term) and normalises with ``masked_softmax``."""
+    keys prepared once, ``W_x x_t`` its extra term) and normalises with ``masked_softmax`` under
+    row t of the causal mask: the first t + 1 slots (the initial state, tokens before t)."""
     model = lstmn(num_layers=2)
     assert all(isinstance(layer.score, AdditiveScore) for layer in model.layers)
-    rows = []
+    calls = []
     monkeypatch.setattr(lstmn_module, "masked_softmax",
-                        lambda s, *a, **kw: rows.append(s) or masked_softmax(s, *a, **kw))
+                        lambda s, m, **kw: calls.append((s, m)) or masked_softmax(s, m, **kw))
     idx = torch.randint(0, V, (2, 5))
     _, weights = model(idx, return_weights=True)
-    assert len(rows) == 2 * 5  # one row of scores per layer and step
+    assert len(calls) == 2 * 5  # one row of scores per layer and step
     layer, x = model.layers[0], model.embed(idx)
-    tape = layer.empty_tape(x)
-    for t, scores in enumerate(rows[:5]):
-        h_mix, c_mix, row = layer.summary(tape, layer.w_x(x[:, t]))
-        extra = layer.w_x(x[:, t])[:, None, None]
-        expected = layer.score.score(tape["summary"][:, None], tape["keys"], extra=extra)[:, 0]
-        torch.testing.assert_close(scores, expected, rtol=0, atol=0)
+    tape, summary = layer.empty_tape(x), torch.zeros(2, 8)
+    for t, (scores, allowed) in enumerate(calls[:5]):
+        assert allowed.tolist() == [j <= t for j in range(5)]  # W = 1 + 5 - 1 slots
+        h_mix, c_mix, keys = _per_step_read(layer, tape, summary, layer.w_x(x[:, t]))
+        expected = layer.score.score(summary[:, None], tape["keys"], extra=layer.w_x(x[:, t])[:, None, None])
+        torch.testing.assert_close(scores[:, :, : t + 1], expected)
         h, c = layer.cell(x[:, t], (h_mix, c_mix))
         tape = {"h": torch.cat([tape["h"], h[:, None]], 1), "c": torch.cat([tape["c"], c[:, None]], 1),
-                "keys": torch.cat([tape["keys"], layer.score.prepare(h)[:, None]], 1), "summary": h_mix}
-        torch.testing.assert_close(weights[0][:, 0, t, :t], row[:, 1:])
+                "keys": torch.cat([tape["keys"], layer.score.prepare(h)[:, None]], 1)}
+        summary = h_mix
+        torch.testing.assert_close(weights[0][:, 0, t, :t], keys[:, 1:])
+
+
+def _per_step_read(layer, tape, summary, step_input):
+    """The per-step formulation: score the tape as it is so far (no mask), softmax, mean."""
+    scores = layer.score.score(summary[:, None], tape["keys"], extra=step_input[:, None, None])[:, 0]
+    weights = torch.softmax(scores, -1)  # (B, t + 1)
+    h_mix, c_mix = (torch.einsum("bt,bth->bh", weights, tape[k]) for k in ("h", "c"))
+    return h_mix, c_mix, weights
+
+
+def _per_step_layer(layer, x, tape, summary):
+    """An LSTMN layer as the per-step loop: the tape grows by concatenation, autograd throughout."""
+    outputs = []
+    for t in range(x.shape[1]):
+        h_mix, c_mix, _ = _per_step_read(layer, tape, summary, layer.w_x(x[:, t]))
+        h, c = layer.cell(x[:, t], (h_mix, c_mix))
+        tape = {"h": torch.cat([tape["h"], h[:, None]], 1), "c": torch.cat([tape["c"], c[:, None]], 1),
+                "keys": torch.cat([tape["keys"], layer.score.prepare(h)[:, None]], 1)}
+        summary = h_mix
+        outputs.append(h)
+    return torch.stack(outputs, 1), tape, summary
+
+
+@pytest.mark.parametrize("chunk", [16, 4], ids=["one-chunk", "chunks-of-4"])
+@pytest.mark.parametrize("before", [0, 3], ids=["fresh", "after-3-tokens"])
+def test_the_batched_window_equals_the_per_step_loop_in_float64(before, chunk, monkeypatch):
+    """Values and every gradient (weights, inputs, the tape carried in) of the window function
+    equal the per-step formulation's under autograd, in float64, also where a step reads the
+    tape in several chunks (its last one partly masked)."""
+    monkeypatch.setattr(lstmn_window, "CHUNK", chunk)
+    torch.manual_seed(1)
+    layer = LSTMNLayer(6, 8, 5).double()
+    x = torch.randn(3, 7, 6, dtype=torch.float64, requires_grad=True)
+    tape = layer.empty_tape(x)
+    if before:  # a tape carried in from earlier tokens, itself differentiable
+        _, tape = layer(torch.randn(3, before, 6, dtype=torch.float64, requires_grad=True), tape)[:2]
+    out, grown, _ = layer(x, tape)
+    ref_out, ref_tape, ref_summary = _per_step_layer(layer, x, {k: tape[k] for k in ("h", "c", "keys")},
+                                                     tape["summary"])
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close(grown["summary"], ref_summary)
+    for key in ("h", "c", "keys"):
+        torch.testing.assert_close(grown[key], ref_tape[key])
+    probe = [torch.randn_like(t) for t in (out, grown["c"], grown["keys"], grown["summary"])]
+    wrt = [x, *layer.parameters()]
+
+    def grads(o, c, keys, summary):
+        loss = sum((a * b).sum() for a, b in zip((o, c, keys, summary), probe, strict=True))
+        return torch.autograd.grad(loss, wrt, retain_graph=True)
+
+    for got, expected in zip(grads(out, grown["c"], grown["keys"], grown["summary"]),
+                             grads(ref_out, ref_tape["c"], ref_tape["keys"], ref_summary), strict=True):
+        torch.testing.assert_close(got, expected)
 
 
 @pytest.mark.parametrize("layers", [1, 2])
@@ -142,3 +200,26 @@ def test_errors_name_the_bad_value():
         LSTMConfig(V, dropout=2.0)
     with pytest.raises(ValueError, match="idx must be token ids < vocab_size=20"):
         lstmn()(torch.tensor([[V]]))
+
+
+@pytest.mark.skipif(not packing_available(torch.float32), reason="this torch has no oneDNN prepacked product")
+def test_the_window_through_onednns_prepacked_products_equals_the_per_step_loop(monkeypatch):
+    """In float32 the products by W_hh and the window's weight gradients go through oneDNN where
+    it is worth it; packed at every size here, values and gradients match the per-step loop."""
+    monkeypatch.setattr(linear_module, "worth_packing", lambda x, weights: True)
+    packed = []
+    monkeypatch.setattr(lstmn_window, "product",
+                        lambda x, w, p: packed.append(p is not None) or linear_module.product(x, w, p))
+    torch.manual_seed(2)
+    layer = LSTMNLayer(6, 8, 5)
+    x = torch.randn(4, 9, 6, requires_grad=True)
+    out, grown, _ = layer(x, layer.empty_tape(x))
+    tape = layer.empty_tape(x)
+    ref_out, _, _ = _per_step_layer(layer, x, {k: tape[k] for k in ("h", "c", "keys")}, tape["summary"])
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-4)
+    probe = torch.randn_like(out)
+    wrt = [x, *layer.parameters()]
+    for got, expected in zip(torch.autograd.grad((out * probe).sum(), wrt),
+                             torch.autograd.grad((ref_out * probe).sum(), wrt), strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+    assert packed and all(packed)  # every step's product by W_hh, forward and backward

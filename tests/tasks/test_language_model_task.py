@@ -14,9 +14,10 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.cli import main
-from attnlab.data import CharTokenizer, Tokenizer, load_tinyshakespeare, load_tokenizer
+from attnlab.data import CharTokenizer, Tokenizer, WordTokenizer, load_tinyshakespeare, load_tokenizer
 from attnlab.models import GPT, Transformer, TransformerConfig
 from attnlab.tasks.language_model import LMRecipe
+from attnlab.tasks.language_model.task import sample_prompt
 from trained_toys import LM_FAST as FAST
 from trained_toys import LM_RECIPE as CONFIG
 from trained_toys import ROOT, train_gpt
@@ -249,3 +250,12 @@ def test_text_stream_writes_each_piece_and_holds_back_half_characters():
     stream.finish(tokenizer.decode(ids))
     assert "".join(pieces) == "Grüße aus Köln"
     assert all("\ufffd" not in piece for piece in pieces) and len(pieces) > 1
+
+
+def test_the_sample_starts_at_a_newline_or_where_the_tokenizer_has_none_at_the_first_word():
+    """A word tokenizer drops newlines (``"\\n"`` encodes to nothing): its sample starts from
+    the first token of the held-out text instead."""
+    text = "In the beginning God created the heaven and the earth.\nAnd the earth was without form"
+    assert sample_prompt(CharTokenizer(text), text) == "\n"
+    words = WordTokenizer.train(text.splitlines())
+    assert words.encode("\n") == [] and sample_prompt(words, text) == "In"

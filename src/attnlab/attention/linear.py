@@ -62,6 +62,36 @@ def worth_packing(x: Tensor, weights: int) -> bool:
     return weights >= (PACK_MIN_ROWS if many else PACK_MIN)
 
 
+def prepack(weight: Tensor, x: Tensor) -> Tensor | None:
+    """oneDNN's blocked copy of ``weight`` ``(out, in)`` for many products with inputs like ``x``
+    ``(rows, in)`` — a recurrence that multiplies by the same matrix at every step (the LSTMN's
+    window, :mod:`attnlab.models.lstmn_window`), in training too — where the packed product is
+    available and worth it (:func:`worth_packing`); else ``None`` (:func:`product` takes
+    ``F.linear``). Packing costs about one product per megabyte of weight."""
+    if x.device.type != "cpu" or x.dtype != weight.dtype or not packing_available(weight.dtype):
+        return None
+    if not worth_packing(x, weight.numel()):
+        return None
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), PACK_ROWS)
+
+
+def product(x: Tensor, weight: Tensor, packed: Tensor | None) -> Tensor:
+    """``x Wᵀ`` ``(rows, out)`` without autograd: through ``packed`` (:func:`prepack` of
+    ``weight``) where there is one, else ``F.linear``."""
+    if packed is None:
+        return F.linear(x, weight)
+    return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
+
+
+def gemm(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` ``(m, k) @ (k, n)`` without autograd, through oneDNN's inner product with ``b``
+    packed where :func:`prepack` finds that worth it (a recurrence's whole-window products and
+    weight gradients), else ``torch.mm``."""
+    weight = b.t()  # (n, k): the layout of a Linear's weight
+    packed = prepack(weight, a)
+    return torch.mm(a, b) if packed is None else product(a.contiguous(), weight, packed)
+
+
 class Linear(nn.Linear):
     """``torch.nn.Linear`` whose products under ``torch.inference_mode`` on the CPU read a
     prepacked copy of the weight (module docstring). ``x`` ``(..., in_features)`` →

@@ -16,6 +16,8 @@ The gates are exactly an LSTM cell's, with ``(h̃_t, c̃_t)`` in place of ``(h_{
 so each step is ``torch.nn.LSTMCell(x_t, (h̃_t, c̃_t))``. The tape starts with one zero state
 (what an LSTM starts from), so the first step of an LSTMN is the first step of an LSTM. Step
 ``t`` attends over ``t`` entries: O(t) work a step, O(T²) a window, against the LSTM's O(T).
+A layer reads a whole window through :class:`~attnlab.models.lstmn_window.LSTMNWindow`: the
+tape preallocated, one masked matmul a step, back-propagation through time written out.
 
 Both are decoder-only models on the seam of :class:`~attnlab.models.GPT`: ``forward(idx, *,
 cache=None)`` → logits ``(B, n, V)``, ``new_cache()`` (a :class:`StateCache` with the states
@@ -34,6 +36,7 @@ from attnlab.attention.scoring import AdditiveScore
 from attnlab.config import Config
 from attnlab.memory import check_fits, sized
 from attnlab.models.base import PretrainedModel, StateCache, register_model
+from attnlab.models.lstmn_window import LSTMNWindow
 from attnlab.validation import check_ids, check_positive, check_probability
 
 
@@ -122,13 +125,15 @@ class LSTMLM(_RecurrentLM):
 
 class LSTMNLayer(nn.Module):
     """One LSTMN layer: an ``nn.LSTMCell`` whose previous state is the intra-attention summary
-    of its tapes (module doc, eqs. 13-16).
+    of its tapes (module doc, eqs. 13-16), run over a window by
+    :class:`~attnlab.models.lstmn_window.LSTMNWindow` (the tape preallocated, one masked matmul
+    a step, back-propagation through time written out).
 
     Eq. 13 is the additive score (:class:`~attnlab.attention.scoring.AdditiveScore`) of the
     query ``h̃_{t-1}`` (``W_q = W_h̃``) against the tape's keys ``h_i`` (``W_k = W_h``,
     prepared once as each state joins the tape), with ``W_x x_t`` as its extra term; eq. 14 is
-    :func:`~attnlab.attention.masks.masked_softmax` over the tape, which holds only the states
-    before step ``t`` (causal by construction: no mask to pass).
+    :func:`~attnlab.attention.masks.masked_softmax` over the tape under row ``t`` of the
+    causal mask (the slots written before step ``t``).
     """
 
     # attnlab 0.1 wrote eq. 13's weights beside the cell: W_h̃, W_h and v
@@ -147,34 +152,37 @@ class LSTMNLayer(nn.Module):
         zeros = x.new_zeros(x.shape[0], 1, self.hidden_dim)
         return {"h": zeros, "c": zeros, "keys": self.score.prepare(zeros), "summary": zeros[:, 0]}
 
-    def summary(self, tape: dict[str, Tensor], step_input: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(h̃_t, c̃_t, s^t)``: the tapes' attention-weighted means (eqs. 13-15) with the
-        query ``h̃_{t-1}`` and the step's ``W_x x_t`` ``(B, A)``; ``s^t`` is ``(B, t)``."""
-        query = tape["summary"].unsqueeze(1)  # (B, 1, H): h̃_{t-1}
+    def read(self, keys: Tensor, states: Tensor, query: Tensor, step_input: Tensor,
+             allowed: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """One step's read of the tape (eqs. 13-15): ``keys`` ``(B, W, A)``, ``states`` ``[h; c]``
+        ``(B, W, 2H)``, the query ``h̃_{t-1}`` ``(B, H)``, ``W_x x_t`` ``(B, A)`` and the slots it
+        may see ``(W,)`` → ``([h̃_t; c̃_t] (B, 2H), s^t (B, W), the score's features (B, 1, W, A))``,
+        ``s^t`` 0 on the unseen slots."""
         extra = step_input[:, None, None]  # (B, 1, 1, A): W_x x_t
-        scores = self.score.score(query, tape["keys"], extra=extra).squeeze(1)  # (B, t), eq. 13
-        weights = masked_softmax(scores, check=False)  # (B, t), eq. 14
-        h = torch.bmm(weights.unsqueeze(1), tape["h"]).squeeze(1)  # (B, H)
-        c = torch.bmm(weights.unsqueeze(1), tape["c"]).squeeze(1)  # (B, H)
-        return h, c, weights
+        features = self.score.features(query.unsqueeze(1), keys, extra=extra)  # (B, 1, W, A)
+        scores = self.score.w_v(features).squeeze(-1)  # (B, 1, W): eq. 13, AdditiveScore.score
+        weights = masked_softmax(scores, allowed, check=False)  # (B, 1, W), eq. 14
+        return torch.bmm(weights, states).squeeze(1), weights.squeeze(1), features  # eq. 15
 
-    def forward(self, x: Tensor, tape: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor], list[Tensor]]:
-        """Read ``x`` ``(B, n, D)`` step by step onto ``tape``: ``(outputs (B, n, H), the grown
-        tape, the n attention rows, row t of width t + 1 (the initial state first))``."""
-        inputs = self.w_x(x)  # (B, n, A): W_x x_t for every step at once
-        outputs, rows = [], []
-        for t in range(x.shape[1]):
-            h_mix, c_mix, weights = self.summary(tape, inputs[:, t])
-            h, c = self.cell(x[:, t], (h_mix, c_mix))  # eq. 16: an LSTM step from the summary
-            tape = {
-                "h": torch.cat([tape["h"], h.unsqueeze(1)], 1),
-                "c": torch.cat([tape["c"], c.unsqueeze(1)], 1),
-                "keys": torch.cat([tape["keys"], self.score.prepare(h).unsqueeze(1)], 1),
-                "summary": h_mix,
-            }
-            outputs.append(h)
-            rows.append(weights)
-        return torch.stack(outputs, 1), tape, rows
+    def forward(self, x: Tensor, tape: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor], Tensor]:
+        """Read ``x`` ``(B, n, D)`` onto ``tape``: ``(outputs (B, n, H), the grown tape, the
+        attention rows (B, n, W))``, row ``t`` over the tape's first ``W = L + n - 1`` slots
+        (``L`` entries before this call, the initial state first)."""
+        cell, dtype = self.cell, self.cell.weight_hh.dtype
+        with torch.autocast(x.device.type, enabled=False):
+            x = x.to(dtype)
+            inputs = self.w_x(x)  # (B, n, A): W_x x_t for every step at once
+            found = LSTMNWindow.apply(
+                self, x, inputs, *(tape[k].to(dtype) for k in TAPE), cell.weight_ih,
+                cell.bias_ih + cell.bias_hh, cell.weight_hh, self.score.w_q.weight, self.score.w_k.weight,
+                self.score.w_v.weight,
+            )
+        grown = dict(zip(TAPE, found[:4], strict=True))
+        start = tape["h"].shape[1]
+        return grown["h"][:, start:], grown, found[4]
+
+
+TAPE = ("h", "c", "keys", "summary")  # what a layer carries from call to call
 
 
 @register_model(task="language_model")
@@ -204,12 +212,12 @@ class LSTMN(_RecurrentLM):
         x = self.dropout(self.embed(idx))  # (B, n, E)
         weights = []
         for number, layer in enumerate(self.layers):
-            names = [f"{name}{number}" for name in ("h", "c", "keys", "summary")]
+            names = [f"{name}{number}" for name in TAPE]
             if cache is not None and names[0] in cache:
-                tape = dict(zip(("h", "c", "keys", "summary"), (cache[k] for k in names), strict=True))
+                tape = dict(zip(TAPE, (cache[k] for k in names), strict=True))
             else:
                 tape = layer.empty_tape(x)
-            start = tape["h"].shape[1] - 1  # tokens already on the tape
+            start = tape["h"].shape[1]  # tape entries before this call: the initial state, earlier tokens
             out, tape, rows = layer(x, tape)
             if cache is not None:
                 cache.update(zip(names, tape.values(), strict=True))
@@ -222,11 +230,11 @@ class LSTMN(_RecurrentLM):
         return (logits, weights) if return_weights else logits
 
 
-def _square(rows: list[Tensor], start: int) -> Tensor:
-    """Attention rows (row t: ``(B, start + t + 1)``, initial state first) → ``(B, 1, n, n)``
-    over the tokens of this call (earlier tokens and the initial state left out)."""
-    n = len(rows)
-    out = rows[0].new_zeros(rows[0].shape[0], n, n)
-    for t, row in enumerate(rows):
-        out[:, t, :t] = row[:, start + 1 : start + 1 + t]
+def _square(rows: Tensor, start: int) -> Tensor:
+    """Attention rows ``(B, n, W)`` over the tape's slots (``start`` entries before this call)
+    → ``(B, 1, n, n)`` over the tokens of this call (earlier tokens and the initial state left
+    out); column ``j >= t`` of row ``t`` is 0 (masked)."""
+    n = rows.shape[1]
+    out = rows.new_zeros(rows.shape[0], n, n)
+    out[:, :, : n - 1] = rows[:, :, start:]
     return out.unsqueeze(1)

@@ -138,6 +138,12 @@ def attention_line(text: str, shortest: int = 30, longest: int = 60) -> str:
     return text[:longest]
 
 
+def sample_prompt(tokenizer: AnyTokenizer, text: str) -> str:
+    """The sample's prompt: a newline (nanoGPT's), or where the tokenizer drops newlines (words)
+    the first token of ``text``."""
+    return "\n" if tokenizer.encode("\n") else tokenizer.decode(tokenizer.encode(text)[:1])
+
+
 # ----------------------------------------------------------------------------- the task
 @register_task
 class LanguageModelTask(Task):
@@ -210,8 +216,9 @@ class LanguageModelTask(Task):
         ev = self.recipe.eval
         final = full_val_loss(model, self.val_ids, self.recipe.data.block_size)
         pipeline = LanguageModelPipeline(model, self.tokenizer)
+        prompt = sample_prompt(self.tokenizer, self.val_text)
         text = pipeline.generate(
-            "\n", ev.sample_chars, temperature=ev.temperature, top_k=ev.top_k, seed=ev.sample_seed
+            prompt, ev.sample_chars, temperature=ev.temperature, top_k=ev.top_k, seed=ev.sample_seed
         )[: ev.sample_chars]
         picture = None
         if pipeline.draws_attention:  # an LSTM has none
