@@ -29,9 +29,9 @@ from torch import Tensor
 from attnlab.attention.masks import lengths_to_mask
 from attnlab.models.attention_seq2seq import AttentionSeq2Seq, AttentionSeq2SeqConfig
 from attnlab.models.base import register_model
-from attnlab.models.speech_input import check_features
+from attnlab.models.speech_input import TeacherForcedRecognizer, check_features
 from attnlab.modules.pyramid import PyramidalBLSTM
-from attnlab.validation import check_ids, check_positive
+from attnlab.validation import check_positive
 
 
 @dataclass
@@ -55,7 +55,7 @@ class ListenAttendSpellConfig(AttentionSeq2SeqConfig):
 
 
 @register_model(task="speech", default=True)
-class ListenAttendSpell(AttentionSeq2Seq):
+class ListenAttendSpell(TeacherForcedRecognizer, AttentionSeq2Seq):
     """The pyramidal BiLSTM listener under Bahdanau et al.'s decoder (module doc)."""
 
     model_type = "listen_attend_spell"
@@ -76,13 +76,3 @@ class ListenAttendSpell(AttentionSeq2Seq):
         lengths = check_features(features, lengths, self.config.n_mels)
         memory, lengths = self.encoder(features, lengths)
         return memory, lengths_to_mask(lengths.to(memory.device), memory.shape[1])
-
-    def forward(self, features: Tensor, lengths: Tensor | None, tgt_in: Tensor) -> Tensor:  # type: ignore[override]
-        """Teacher forcing: ``features`` ``(B, F, n_mels)``, ``lengths`` ``(B,)``, ``tgt_in``
-        ``(B, T)`` → logits ``(B, T, V)``."""
-        check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
-        if features.shape[0] != tgt_in.shape[0]:
-            raise ValueError(f"tgt_in has batch size {tgt_in.shape[0]} but features has batch size "
-                             f"{features.shape[0]}")
-        memory, mask = self.encode(features, lengths)
-        return self.decode(tgt_in, memory, mask, check=False)

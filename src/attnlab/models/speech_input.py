@@ -1,13 +1,14 @@
-"""What a recognizer's ``encode`` checks: padded features ``(B, F, D)`` and their lengths ``(B,)``
-(Chorowski, Bahdanau, Serdyuk, Cho & Bengio 2015, "Attention-Based Models for Speech
-Recognition"; Hasegawa-Johnson, ECE 417 Lecture 21). ``lengths=None``: every frame is real."""
+"""What every recognizer shares: ``encode``'s check of padded features ``(B, F, D)`` and their
+lengths ``(B,)`` (``lengths=None``: every frame is real), and teacher forcing
+(:class:`TeacherForcedRecognizer`) — Chorowski, Bahdanau, Serdyuk, Cho & Bengio 2015,
+"Attention-Based Models for Speech Recognition"; Hasegawa-Johnson, ECE 417 Lecture 21."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from attnlab.validation import check_rank
+from attnlab.validation import check_ids, check_rank
 
 
 def check_features(features: Tensor, lengths: Tensor | None, n_mels: int) -> Tensor:
@@ -28,3 +29,18 @@ def check_features(features: Tensor, lengths: Tensor | None, n_mels: int) -> Ten
         raise ValueError(f"lengths must be in [1, F={features.shape[1]}], got "
                          f"{int(lengths.min())}..{int(lengths.max())}")
     return lengths
+
+
+class TeacherForcedRecognizer:
+    """A recognizer's ``forward``, for a model with ``encode(features, lengths)`` and the
+    encoder–decoder's ``decode`` (put first among its bases)."""
+
+    def forward(self, features: Tensor, lengths: Tensor | None, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: ``features`` ``(B, F, n_mels)``, ``lengths`` ``(B,)``, ``tgt_in``
+        ``(B, T)`` → logits ``(B, T, V)``."""
+        check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
+        if features.shape[0] != tgt_in.shape[0]:
+            raise ValueError(f"tgt_in has batch size {tgt_in.shape[0]} but features has batch size "
+                             f"{features.shape[0]}")
+        memory, mask = self.encode(features, lengths)
+        return self.decode(tgt_in, memory, mask, check=False)

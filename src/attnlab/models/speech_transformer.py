@@ -27,10 +27,10 @@ from torch import Tensor
 
 from attnlab.attention.masks import lengths_to_mask
 from attnlab.models.base import register_model
-from attnlab.models.speech_input import check_features
+from attnlab.models.speech_input import TeacherForcedRecognizer, check_features
 from attnlab.models.transformer import Transformer, TransformerConfig, _unless_all_real
 from attnlab.modules.subsampling import ConvSubsampling
-from attnlab.validation import check_ids, check_positive
+from attnlab.validation import check_positive
 
 
 @dataclass
@@ -55,7 +55,7 @@ class SpeechTransformerConfig(TransformerConfig):
 
 
 @register_model(task="speech")
-class SpeechTransformer(Transformer):
+class SpeechTransformer(TeacherForcedRecognizer, Transformer):
     """The conv front end under Vaswani et al.'s stacks (module doc)."""
 
     model_type = "speech_transformer"
@@ -78,13 +78,3 @@ class SpeechTransformer(Transformer):
         x = self.dropout(x) if self.training else x
         bias = self.src_pos.bias(x.shape[1], x.shape[1])
         return self.stack.encode(x, _unless_all_real(mask), attn_bias=bias, check=False), mask
-
-    def forward(self, features: Tensor, lengths: Tensor | None, tgt_in: Tensor) -> Tensor:  # type: ignore[override]
-        """Teacher forcing: ``features`` ``(B, F, n_mels)``, ``lengths`` ``(B,)``, ``tgt_in``
-        ``(B, T)`` → logits ``(B, T, V)``."""
-        check_ids("tgt_in", tgt_in, self.config.tgt_vocab_size)
-        if features.shape[0] != tgt_in.shape[0]:
-            raise ValueError(f"tgt_in has batch size {tgt_in.shape[0]} but features has batch size "
-                             f"{features.shape[0]}")
-        memory, mask = self.encode(features, lengths)
-        return self.decode(tgt_in, memory, mask, check=False)
