@@ -41,29 +41,44 @@ def recipe(steps: int, model: dict | None = None, **data) -> dict:
     }
 
 
-@needs_espeak
-def test_a_tiny_recognizer_overfits_three_utterances_and_transcribes_them_again(tmp_path, capsys):
-    run = train(recipe(200), run_dir=tmp_path / "run")
+def train_and_transcribe(tmp_path, capsys, steps: int) -> tuple[list[str], list[str]]:
+    """Train a tiny recognizer ``steps`` steps on 3 spoken utterances; check its report, ``attnlab
+    transcribe`` and ``evaluate`` on it; return the training utterances' texts and its transcripts."""
+    raw = recipe(steps)
+    raw["optim"]["warmup"] = min(10, steps - 1)
+    run = train(raw, run_dir=tmp_path / "run")
     results = json.loads((run / "results.json").read_text())
-    assert results["steps"] == 200 and results["model_type"] == "listen_attend_spell"
+    assert results["steps"] == steps and results["model_type"] == "listen_attend_spell"
     assert set(results) >= {"valid", "test"} and 0.0 <= results["test"]["cer"]
     assert Image.open(results["alignment"]).size[0] > 100
     corpus = synthetic_speech(SyntheticSpeechConfig(text="digits", sizes=(3, 1, 1), held_out_variants=1,
                                                     snr_db=None, seed=1))
     wavs, texts = [str(u.path) for u in corpus["train"]], [u.text for u in corpus["train"]]
     recognizer = SpeechPipeline.from_checkpoint(run / "final")
-    greedy = recognizer.settings(beam_size=1)
-    assert cer(recognizer.transcribe(wavs, greedy), texts).rate == 0.0  # the training utterances, overfit
+    heard = recognizer.transcribe(wavs, recognizer.settings(beam_size=1))
     capsys.readouterr()
     picture = tmp_path / "alignment.png"
     assert main(["transcribe", str(run / "final"), *wavs, "--beam", "1", "--attention", str(picture)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:3] == [f"{w}\t{t}" for w, t in zip(wavs, texts, strict=True)]
+    assert lines[:3] == [f"{w}\t{t}" for w, t in zip(wavs, heard, strict=True)]
     assert lines[3] == f"alignment picture: {picture}" and Image.open(picture).size[0] > 100
     again = SpeechTask.evaluate(run / "final", EvaluateRequest())
     assert again["cer"] == results["test"]["cer"] and again["wer"] == results["test"]["wer"]
     assert main(["evaluate", str(run / "final"), "--split", "valid"]) == 0
     assert f"valid (beam 2, 1 utterances): {results['valid']['cer_detail']}" in capsys.readouterr().out
+    return texts, heard
+
+
+@needs_espeak
+def test_a_trained_recognizer_transcribes_through_the_cli_and_evaluates_again(tmp_path, capsys):
+    train_and_transcribe(tmp_path, capsys, steps=4)
+
+
+@needs_espeak
+@pytest.mark.slow
+def test_a_tiny_recognizer_overfits_three_utterances_and_transcribes_them_again(tmp_path, capsys):
+    texts, heard = train_and_transcribe(tmp_path, capsys, steps=200)
+    assert cer(heard, texts).rate == 0.0  # the training utterances, overfit
 
 
 @needs_espeak
