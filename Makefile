@@ -25,8 +25,12 @@ install-test: $(VENV)/.installed-test
 demo: install
 	$(PY) -m attnlab.cli demo --out runs/demo
 
+# The fast suite on every core (pytest-xdist), one test file a worker so the fixtures a file
+# builds once are built once.
+TEST_WORKERS ?= auto
+
 test: install-test
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: install-test
 	$(PY) -m pytest -q -m slow

@@ -87,7 +87,9 @@ def assert_visible_checkpoints_load(run: Path, evals_done: int) -> None:
 # ---------------------------------------------------------------- one writer per run directory
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path, reference):
     run = tmp_path / "run"
-    first = worker(run, "--steps", "40", "--sleep", "0.1", wait=False)
+    # 400 steps of 0.1 s: still running however long a loaded machine takes to start the second
+    # (it is killed below, so the length costs nothing).
+    first = worker(run, "--steps", "400", "--sleep", "0.1", wait=False)
     try:
         wait_for_step(run, 1, first)
         second = worker(run, "--steps", "4")
@@ -100,7 +102,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path, reference):
 
 def test_a_killed_runs_lock_never_blocks(tmp_path):
     run = tmp_path / "run"
-    holder = worker(run, "--steps", "40", "--sleep", "0.1", wait=False)
+    holder = worker(run, "--steps", "400", "--sleep", "0.1", wait=False)
     wait_for_step(run, 1, holder)
     holder.send_signal(signal.SIGKILL)
     holder.wait()

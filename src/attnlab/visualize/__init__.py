@@ -16,7 +16,7 @@ from attnlab.visualize.attention import (
 )
 from attnlab.visualize.figure import save_figure
 from attnlab.visualize.memory import plot_generalisation, plot_memory_access, plot_sort_mechanism
-from attnlab.visualize.speech import plot_speech_alignment
+from attnlab.visualize.speech import plot_speech_alignment, plot_speech_beside_translation
 
 __all__ = [
     "draw_attention",
@@ -27,6 +27,7 @@ __all__ = [
     "plot_memory_access",
     "plot_sort_mechanism",
     "plot_speech_alignment",
+    "plot_speech_beside_translation",
     "printable",
     "save_figure",
 ]

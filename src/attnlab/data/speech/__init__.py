@@ -5,6 +5,7 @@ Models for Speech Recognition" (Hasegawa-Johnson, ECE 417 Lecture 21): a corpus 
 * :mod:`~attnlab.data.speech.espeak` — eSpeak NG's voices (accent + variant), one utterance spoken
 * :mod:`~attnlab.data.speech.corpus` — utterances in splits, transcripts normalised
 * :mod:`~attnlab.data.speech.synthetic` — the seeded synthetic corpus: held-out voices and sentences, cached
+* :mod:`~attnlab.data.speech.longer` — test utterances 2-4× the training length, by the test voices
 * :mod:`~attnlab.data.speech.folder` — your own WAV files and transcripts, read the same way
 * :mod:`~attnlab.data.speech.features` — log-mel spectrograms with ``torch.stft``, the mel filterbank
 * :mod:`~attnlab.data.speech.normalize` — mean and variance normalisation, per utterance or global
@@ -19,6 +20,7 @@ from attnlab.data.speech.corpus import SAMPLE_RATE, SPLITS, SpeechCorpus, Uttera
 from attnlab.data.speech.espeak import ACCENTS, INSTALL_COMMAND, VARIANTS
 from attnlab.data.speech.features import LogMel, hz_to_mel, mel_filterbank, mel_to_hz
 from attnlab.data.speech.folder import TRANSCRIPTS, read_speech_split, speech_folder
+from attnlab.data.speech.longer import longer_utterances, plan_longer
 from attnlab.data.speech.normalize import FeatureStats, utterance_normalize
 from attnlab.data.speech.specaugment import SpecAugment
 from attnlab.data.speech.synthetic import SyntheticSpeechConfig, plan_corpus, synthetic_speech
@@ -40,11 +42,13 @@ __all__ = [
     "Utterance",
     "VARIANTS",
     "hz_to_mel",
+    "longer_utterances",
     "mel_filterbank",
     "mel_to_hz",
     "normalize_transcript",
     "pad_features",
     "plan_corpus",
+    "plan_longer",
     "read_speech_split",
     "read_wav",
     "resample",

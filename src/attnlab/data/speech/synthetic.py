@@ -171,18 +171,25 @@ def synthetic_speech(config: SyntheticSpeechConfig | None = None, *, data_dir: P
     missing WAV files synthesized into ``cache`` (default ``$ATTNLAB_CACHE``) first, with a
     progress bar when ``progress``. Multi30k's captions come from ``data_dir``."""
     config = config or SyntheticSpeechConfig()
-    plan = plan_corpus(config, data_dir)
+    return speak_plan(plan_corpus(config, data_dir), config.sample_rate, {"config": asdict(config)},
+                      cache=cache, progress=progress)
+
+
+def speak_plan(plan: dict[str, list[dict]], sample_rate: int, info: dict, *, cache: PathLike | None = None,
+               progress: bool = False) -> SpeechCorpus:
+    """The corpus of planned utterances ``plan`` (split → items of :func:`plan_corpus`), the
+    WAV files missing from ``cache`` synthesized first; ``info`` joins the corpus's own."""
     root = cache_dir(cache)
-    files = {(split, i): utterance_file(item, config.sample_rate, root)
+    files = {(split, i): utterance_file(item, sample_rate, root)
              for split, items in plan.items() for i, item in enumerate(items)}
     missing = [key for key, path in files.items() if not path.is_file()]
     with progress_bar(len(missing), unit="utt", enabled=progress and bool(missing), desc="speaking") as bar:
         for split, i in missing:
-            write_wav(files[split, i], synthesize(plan[split][i], config.sample_rate), config.sample_rate)
+            write_wav(files[split, i], synthesize(plan[split][i], sample_rate), sample_rate)
             bar.update(1)
     splits = {split: [Utterance(id=f"{split}-{i:05d}", split=split, path=files[split, i],
                                 text=item["text"], voice=item["voice"], rate=item["rate"],
                                 pitch=item["pitch"], snr_db=item["snr_db"])
                       for i, item in enumerate(items)] for split, items in plan.items()}
-    info = {"config": asdict(config), "synthesized": len(missing), "cache": str(root / "speech")}
-    return SpeechCorpus(splits, config.sample_rate, info)
+    info = {**info, "synthesized": len(missing), "cache": str(root / "speech")}
+    return SpeechCorpus(splits, sample_rate, info)
