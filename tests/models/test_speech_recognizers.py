@@ -128,3 +128,15 @@ def test_a_recognizer_is_not_exported_as_a_translator(kind, tmp_path):
 
     with pytest.raises(ValueError, match="has no Hugging Face class"):
         save_hf(tiny(kind), tmp_path / "hf")
+
+
+def test_the_transformers_frames_reach_the_positions_at_unit_scale():
+    model = tiny("transformer")
+    x, lengths, _ = utterances()
+    seen = {}
+    model.src_pos.add = lambda h, offset: seen.setdefault("h", h) + 0  # what the positions are added to
+    _, mask = model.encode(x * 7.0, lengths)
+    frames = seen["h"][mask]  # (real frames, d): each normalised, whatever the features' scale
+    assert len(frames) == sum((n + 3) // 4 for n in lengths.tolist())
+    torch.testing.assert_close(frames.mean(-1), torch.zeros(len(frames)), atol=1e-5, rtol=0)
+    torch.testing.assert_close(frames.var(-1, unbiased=False), torch.ones(len(frames)), atol=1e-3, rtol=0)
