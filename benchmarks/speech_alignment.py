@@ -8,7 +8,7 @@ Figure 3).
         [--count 100] [--index 0] [--threads 1] [--out runs/speech_alignment/beside.png]
 
 Decodes the first ``--count`` test utterances of the recognizer's corpus (held-out sentences,
-held-out voices) and the first ``--count`` German sentences of Multi30k's test set with the
+held-out voices) and the first ``--count`` German sentences of Multi30k's test set (test_2016_flickr) with the
 translator, reads back the alignment that wrote each output (teacher forcing on the model's
 own output; a Transformer's last decoder layer, its heads' mean), and measures how monotone
 each is: Spearman's ρ between the output position and the key of the largest weight, and the
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     print(summary(f"recognizer {args.recognizer}", [monotony(a.weights) for a in speech]), flush=True)
 
     translator = TranslationPipeline.from_checkpoint(args.translator)
-    sources = read_lines(multi30k_file("test", "de"))[:args.count]
+    sources = read_lines(multi30k_file("test_2016_flickr", "de"))[:args.count]
     outputs = translator.translate(sources, progress=True)
     found = [translator.attention(s, t) for s, t in zip(sources, outputs, strict=True)]
     rows = [monotony(a.layer(-1).mean(0)) for a in found]

@@ -13,7 +13,8 @@ gives the test utterances (:func:`attnlab.data.speech.longer_utterances`): for e
 that many times as long), spoken by the held-out test voices, the same utterances for every
 recognizer. Each is decoded with the checkpoint's own ``[eval]`` settings (beam ``--beam``).
 Prints the machine, then for each recognizer and factor: mean seconds of audio, CER, WER and
-the real-time factor (decoding seconds / audio seconds, one process, ``--threads`` threads).
+the real-time factor (seconds to read, featurize and decode / seconds of audio, one process,
+``--threads`` threads).
 Writes ``results.json``, ``cer_by_length.png`` and, for the first utterance of each factor,
 each recognizer's alignment (of its own transcript) over the spectrogram,
 ``alignment_<NAME>_x<FACTOR>.png``. Needs Debian's espeak-ng (``make data-speech``).
@@ -52,11 +53,13 @@ def named_checkpoints(pairs: list[str]) -> dict[str, Path]:
     return found
 
 
-def score(recognizer: SpeechPipeline, features: list, texts: list[str], seconds: float,
-          beam: int) -> tuple[dict, list[list[int]]]:
-    """CER, WER and the real-time factor of ``recognizer`` on one factor's utterances."""
+def score(recognizer: SpeechPipeline, paths: list[Path], texts: list[str], seconds: float,
+          beam: int) -> tuple[dict, list, list[list[int]]]:
+    """CER, WER and the real-time factor (reading the WAV files, their log-mel features and
+    decoding) of ``recognizer`` on one factor's utterances; their features and transcripts."""
     decoding = recognizer.settings(beam_size=beam)
     start = time.perf_counter()
+    features = recognizer.features(paths)
     ids = recognizer.transcribe_ids(features, decoding, progress=True)
     spent = time.perf_counter() - start
     hyps = [recognizer.tokenizer.decode(i) for i in ids]
@@ -64,7 +67,7 @@ def score(recognizer: SpeechPipeline, features: list, texts: list[str], seconds:
     row = {"cer": c.rate, "wer": w.rate, "cer_detail": str(c), "decode_s": round(spent, 2),
            "audio_s": round(seconds, 2), "rtf": spent / seconds,
            "samples": [{"reference": r, "hypothesis": h} for r, h in list(zip(texts, hyps, strict=True))[:2]]}
-    return row, ids
+    return row, features, ids
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = sum(len(corpus.audio(u)) for u in utterances) / corpus.sample_rate
         texts = [u.text for u in utterances]
         for name, recognizer in recognizers.items():
-            features = recognizer.features([u.path for u in utterances])
-            row, ids = score(recognizer, features, texts, seconds, args.beam)
+            row, features, ids = score(recognizer, [u.path for u in utterances], texts, seconds, args.beam)
             results["by_name"].setdefault(name, {})[str(factor)] = row
             picture = recognizer.plot_attention(features[0], ids[0],
                                                 args.out_dir / f"alignment_{name}_x{factor}.png")

@@ -65,7 +65,8 @@ def plot_speech_beside_translation(features: Any, weights: Any, characters: Sequ
     """A recognizer's alignment over its spectrogram (:func:`plot_speech_alignment`'s
     ``features`` ``(F, D)``, ``weights`` ``(T, S)``) beside a translator's ``translation``
     ``(T', S')`` (``target`` down, ``source`` across): the ASR/MT table of Hasegawa-Johnson's
-    ECE 417 Lecture 21, where the first alignment is monotone and the second need not be."""
+    ECE 417 Lecture 21, where the first alignment is monotone and the second need not be. Both
+    in one grey scale (white = 0)."""
     from matplotlib.figure import Figure
 
     from attnlab.visualize.attention import draw_attention
@@ -78,5 +79,5 @@ def plot_speech_beside_translation(features: Any, weights: Any, characters: Sequ
     left, right = fig.subfigures(1, 2, width_ratios=[1.6, 1.0])
     draw_speech_alignment(left, feats, alpha, characters, reduction, titles[0])
     draw_attention(right.add_subplot(), beta, x_labels=source, y_labels=target, title=titles[1] or None,
-                   cmap="gray", axis_names=("source", "target"))
+                   cmap="Greys", axis_names=("source", "target"))
     return save_figure(fig, path)
