@@ -21,18 +21,16 @@ import sys
 from pathlib import Path
 
 from attnlab.measure import machine as _machine
-from attnlab.training.metrics import read_metrics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _figures import line_chart  # noqa: E402
+from curves import evaluations  # noqa: E402
 
 
 def curve(run_dir: Path) -> list[tuple[int, float, float, float]]:
     """``(step, minutes, val_cer, val_loss)`` at each evaluation of a run."""
-    events = read_metrics(run_dir)
-    seconds = {e["step"]: e["elapsed_s"] for e in events if e["event"] == "train" and "elapsed_s" in e}
-    return [(e["step"], seconds.get(e["step"], float("nan")) / 60, e["val_cer"], e["val_loss"])
-            for e in events if e["event"] == "eval" and "val_cer" in e]
+    loss = {p.step: p.value for p in evaluations(run_dir, "val_loss")}
+    return [(p.step, p.minutes, p.value, loss[p.step]) for p in evaluations(run_dir, "val_cer")]
 
 
 def main(argv: list[str] | None = None) -> int:
