@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from attnlab.devices import to_device
 from attnlab.measure import machine as _machine
 from attnlab.tasks import load_recipe
 from attnlab.tasks.algorithmic.recipe import AlgorithmicRecipe
@@ -45,7 +46,7 @@ def time_batch(recipe: AlgorithmicRecipe, batch: int, steps: int, device: torch.
     optimizer = torch.optim.Adam(model.parameters(), lr=recipe.optim.lr)
     generator = torch.Generator().manual_seed(recipe.data.seed)
     episode = draw_episode(recipe.data, batch, generator, length=recipe.data.max_length)
-    episode = type(episode)(*(t.to(device) for t in episode))
+    episode = to_device(episode, device)
     seconds = []
     for k in range(steps + 2):
         _sync(device)
